@@ -3,7 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // NexoQueryGuardSpec guards query shapes.
-// +kubebuilder:validation:XValidation:rule="has(self.maxFilterDepth) || size(self.denyOperators) > 0 || self.requireIndexedFilter",message="set at least one guard: maxFilterDepth, denyOperators or requireIndexedFilter"
+// +kubebuilder:validation:XValidation:rule="has(self.maxFilterDepth) || size(self.denyOperators) > 0 || (has(self.requireIndexedFilter) && self.requireIndexedFilter)",message="set at least one guard: maxFilterDepth, denyOperators or requireIndexedFilter"
 type NexoQueryGuardSpec struct {
 	// maxFilterDepth is the deepest nesting a filter may have.
 	// +optional

@@ -3,7 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // NexoRouterSpec routes by database and collection to named targets.
-// +kubebuilder:validation:XValidation:rule="self.routes.all(r, self.targets.exists(t, t.name == r.target))",message="every route's target must name an entry in spec.targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.routes) || self.routes.all(r, self.targets.exists(t, t.name == r.target))",message="every route's target must name an entry in spec.targets"
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultTarget) || self.targets.exists(t, t.name == self.defaultTarget)",message="defaultTarget must name an entry in spec.targets"
 type NexoRouterSpec struct {
 	// targets are the upstream endpoints routes send operations to.

@@ -1,0 +1,309 @@
+// Package testcluster starts a real Kubernetes control plane on loopback for tests and the demo.
+//
+// Two levels:
+//   - Envtest: etcd + kube-apiserver (controller-runtime envtest), enough for CRD validation and
+//     controllers' writes and status.
+//   - Full: the same plus kube-controller-manager, kube-scheduler and kwok with simulated nodes,
+//     for garbage collection, Deployment status and Ready pods.
+//
+// Binaries come from KUBEBUILDER_ASSETS (etcd, kube-apiserver) when set, otherwise from the
+// repository's bin/ (built by hack/build-tools.sh). Every port is chosen free on 127.0.0.1, every
+// data directory lives under one temp folder, and Stop ends every process Start started.
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Mode selects how much of a cluster to start.
+type Mode string
+
+const (
+	// Envtest starts etcd and kube-apiserver.
+	Envtest Mode = "envtest"
+	// Full adds kube-controller-manager, kube-scheduler and kwok with simulated nodes.
+	Full Mode = "full"
+)
+
+// Node describes a simulated node (Full mode).
+type Node struct {
+	Name   string
+	Region string
+	Zone   string
+}
+
+// Options configure Start.
+type Options struct {
+	Mode Mode
+	// CRDDirectoryPaths are installed (and waited for until Established) before Start returns.
+	CRDDirectoryPaths []string
+	// Nodes are created in Full mode; one node "kwok-node-0" when empty.
+	Nodes []Node
+	// BinDir holds the cluster binaries; default $NEXO_TEST_BIN, else <repo>/bin.
+	BinDir string
+	// Dir is the state folder (data, certs, logs, kubeconfig); default a new temp folder,
+	// removed by Stop. A given Dir is kept.
+	Dir string
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Config is an admin (system:masters) client config.
+	Config *rest.Config
+	// Kubeconfig is the path of an admin kubeconfig file for external processes.
+	Kubeconfig string
+	// Dir is the state folder.
+	Dir string
+
+	env     *envtest.Environment
+	procs   []*process
+	ownsDir bool
+}
+
+// RepoRoot is the repository's top folder, found from this source file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// CRDDir is the folder of the generated CRDs.
+func CRDDir() string { return filepath.Join(RepoRoot(), "config", "crd", "bases") }
+
+// Start starts a cluster. On error everything already started is stopped.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if opts.Mode == "" {
+		opts.Mode = Envtest
+	}
+	bin := opts.BinDir
+	if bin == "" {
+		bin = os.Getenv("NEXO_TEST_BIN")
+	}
+	if bin == "" {
+		bin = filepath.Join(RepoRoot(), "bin")
+	}
+	c = &Cluster{Dir: opts.Dir}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "nexo-cluster-"); err != nil {
+			return nil, err
+		}
+		c.ownsDir = true
+	} else if err = os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = bin
+	}
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if _, statErr := os.Stat(filepath.Join(assets, name)); statErr != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make cluster-tools` (or set KUBEBUILDER_ASSETS)", name, assets)
+		}
+	}
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        opts.CRDDirectoryPaths,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	if c.Config, err = c.env.Start(); err != nil {
+		return nil, fmt.Errorf("start envtest control plane: %w", err)
+	}
+	c.Config.QPS, c.Config.Burst = -1, -1 // tests are the only client; no client-side throttling
+	admin, err := c.env.AddUser(envtest.User{Name: "nexo-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("create admin user: %w", err)
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
+	if err = os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	if opts.Mode == Full {
+		if err = c.startFull(ctx, bin, opts.Nodes); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) startFull(ctx context.Context, bin string, nodes []Node) error {
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kwok"} {
+		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
+			return fmt.Errorf("%s not found in %s: run `make cluster-tools`", name, bin)
+		}
+	}
+	kc := c.Kubeconfig
+	saKey := filepath.Join(c.env.ControlPlane.APIServer.CertDir, "sa-signer.key")
+	cmPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	cm, err := c.spawn(bin, "kube-controller-manager",
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--leader-elect=false", "--controllers=*,-serviceaccount-token",
+		"--service-account-private-key-file="+saKey, "--use-service-account-credentials=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", cmPort),
+		"--kube-api-qps=500", "--kube-api-burst=1000", "--concurrent-deployment-syncs=10",
+		"--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=50")
+	if err != nil {
+		return err
+	}
+	schedPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	sched, err := c.spawn(bin, "kube-scheduler",
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--leader-elect=false", "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort))
+	if err != nil {
+		return err
+	}
+	stages, err := kwokStages(bin, c.Dir)
+	if err != nil {
+		return err
+	}
+	kwokPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	kw, err := c.spawn(bin, "kwok", "--kubeconfig="+kc, "--manage-all-nodes=true", "--config="+stages,
+		fmt.Sprintf("--server-address=127.0.0.1:%d", kwokPort))
+	if err != nil {
+		return err
+	}
+	for _, h := range []struct {
+		p   *process
+		url string
+	}{
+		{cm, fmt.Sprintf("https://127.0.0.1:%d/healthz", cmPort)},
+		{sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
+		{kw, fmt.Sprintf("http://127.0.0.1:%d/healthz", kwokPort)},
+	} {
+		if err := h.p.waitHealthy(ctx, h.url, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	if len(nodes) == 0 {
+		nodes = []Node{{Name: "kwok-node-0"}}
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := CreateNode(ctx, cs, n); err != nil {
+			return err
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready >= len(nodes), nil
+	})
+}
+
+// CreateNode registers a simulated node that kwok manages, with topology labels when given.
+func CreateNode(ctx context.Context, cs kubernetes.Interface, n Node) error {
+	labels := map[string]string{
+		"type":                           "kwok",
+		corev1.LabelHostname:             n.Name,
+		corev1.LabelOSStable:             "linux",
+		corev1.LabelArchStable:           "amd64",
+		"node-role.kubernetes.io/worker": "",
+	}
+	if n.Region != "" {
+		labels[corev1.LabelTopologyRegion] = n.Region
+	}
+	if n.Zone != "" {
+		labels[corev1.LabelTopologyZone] = n.Zone
+	}
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("1000"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        n.Name,
+			Labels:      labels,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	return err
+}
+
+// Stop stops every process this cluster started, then the API server and etcd, and removes a
+// temp state folder. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		errs = append(errs, c.procs[i].stop())
+	}
+	c.procs = nil
+	if c.env != nil {
+		errs = append(errs, c.env.Stop())
+		c.env = nil
+	}
+	if c.ownsDir && c.Dir != "" {
+		errs = append(errs, os.RemoveAll(c.Dir))
+		c.Dir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// LogTail returns the last lines of a started component's log (kube-controller-manager,
+// kube-scheduler or kwok), for failure messages.
+func (c *Cluster) LogTail(name string, lines int) string {
+	for _, p := range c.procs {
+		if p.name == name {
+			return tail(p.logPath, lines)
+		}
+	}
+	return ""
+}
+
+// Pids lists the process ids of the components Start spawned itself (controller-manager,
+// scheduler, kwok); etcd and kube-apiserver are envtest's and stopped by it.
+func (c *Cluster) Pids() []int {
+	pids := make([]int, 0, len(c.procs))
+	for _, p := range c.procs {
+		pids = append(pids, p.cmd.Process.Pid)
+	}
+	return pids
+}
