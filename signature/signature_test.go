@@ -1,0 +1,173 @@
+package signature_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+const proxyYAML = `
+apiVersion: nexo.io/v1alpha1
+kind: NexoProxy
+metadata:
+  name: p
+  namespace: shop
+spec:
+  pipelineRef: {name: orders}
+  upstream: {name: primary, address: "mongo:27017"}
+  profileRef: {name: standard}
+  licenseRef: {name: acme}
+`
+
+func manifest(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(proxyYAML), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func keys(t *testing.T) (ed25519.PrivateKey, map[string]ed25519.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv, map[string]ed25519.PublicKey{signature.KeyID(pub): pub}
+}
+
+// asStored turns a signed manifest into what the operator reads: a typed object whose defaults
+// the API server filled in (spec.port) and whose TypeMeta a typed client leaves empty.
+func asStored(t *testing.T, u *unstructured.Unstructured) *nexov1alpha1.NexoProxy {
+	t.Helper()
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &nexov1alpha1.NexoProxy{}
+	if err := yaml.Unmarshal(raw, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Port = 27017
+	p.TypeMeta = nexov1alpha1.NexoProxy{}.TypeMeta
+	p.ResourceVersion, p.Generation, p.UID = "42", 3, "uid"
+	return p
+}
+
+func TestSignedManifestVerifiesAfterDefaulting(t *testing.T) {
+	priv, trusted := keys(t)
+	u := manifest(t)
+	if err := signature.Sign(u, priv); err != nil {
+		t.Fatal(err)
+	}
+	if !signature.IsManaged(u.GetLabels()) {
+		t.Fatal("Sign did not set the managed-by label")
+	}
+	if err := signature.Verify(asStored(t, u), trusted); err != nil {
+		t.Fatalf("verify defaulted typed object: %v", err)
+	}
+}
+
+func TestVerifyFailures(t *testing.T) {
+	priv, trusted := keys(t)
+	otherPriv, _ := keys(t)
+
+	signed := func() *nexov1alpha1.NexoProxy {
+		u := manifest(t)
+		if err := signature.Sign(u, priv); err != nil {
+			t.Fatal(err)
+		}
+		return asStored(t, u)
+	}
+	cases := map[string]struct {
+		obj  func() *nexov1alpha1.NexoProxy
+		want error
+	}{
+		"tampered spec": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			p.Spec.Upstream.Address = "evil:27017"
+			return p
+		}, signature.ErrMismatch},
+		"moved to another namespace": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			p.Namespace = "other"
+			return p
+		}, signature.ErrMismatch},
+		"unsigned": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			delete(p.Annotations, signature.SignatureAnnotation)
+			return p
+		}, signature.ErrUnsigned},
+		"unknown key": {func() *nexov1alpha1.NexoProxy {
+			u := manifest(t)
+			if err := signature.Sign(u, otherPriv); err != nil {
+				t.Fatal(err)
+			}
+			return asStored(t, u)
+		}, signature.ErrUnknownKey},
+		"garbage signature": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			p.Annotations[signature.SignatureAnnotation] = "!!!"
+			return p
+		}, signature.ErrMismatch},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := signature.Verify(c.obj(), trusted)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+		})
+	}
+	// Metadata other than name and namespace is not signed.
+	p := signed()
+	p.Labels["team"] = "a"
+	p.Annotations["note"] = "b"
+	if err := signature.Verify(p, trusted); err != nil {
+		t.Fatalf("labels/annotations changed verification: %v", err)
+	}
+}
+
+func TestCanonicalIsSortedCompactJSON(t *testing.T) {
+	data, err := signature.Canonical(manifest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	if strings.ContainsAny(s, " \n\t") {
+		t.Errorf("canonical JSON has whitespace: %s", s)
+	}
+	if !strings.HasPrefix(s, `{"apiVersion":"nexo.io/v1alpha1","kind":"NexoProxy","metadata":{"name":"p","namespace":"shop"},"spec":{`) {
+		t.Errorf("unexpected canonical prefix: %s", s)
+	}
+	if !strings.Contains(s, `"port":27017`) {
+		t.Errorf("CRD default spec.port missing from canonical form: %s", s)
+	}
+}
+
+func TestKeyRoundTrip(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	gotPub, err := signature.ParsePublicKey(signature.MarshalPublicKey(pub))
+	if err != nil || !gotPub.Equal(pub) {
+		t.Fatalf("public key round trip: %v", err)
+	}
+	gotPriv, err := signature.ParsePrivateKey(signature.MarshalPrivateKey(priv))
+	if err != nil || !gotPriv.Equal(priv) {
+		t.Fatalf("private key round trip: %v", err)
+	}
+	if _, err := signature.ParsePublicKey([]byte("not a key")); err == nil {
+		t.Fatal("garbage parsed as a key")
+	}
+	if id := signature.KeyID(pub); len(id) != 16 || id != signature.KeyID(gotPub) {
+		t.Fatalf("key id %q not stable 16 hex digits", id)
+	}
+}
