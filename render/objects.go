@@ -1,0 +1,275 @@
+package render
+
+import (
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+)
+
+// Labels and annotations on generated objects.
+const (
+	ManagedByLabel      = "app.kubernetes.io/managed-by"
+	ManagedByValue      = "nexo-operator"
+	ProxyLabel          = "nexo.io/proxy"
+	ConfigHashKey       = "nexo.io/config-hash"
+	GraphRevisionKey    = "nexo.io/graph-revision"
+	ConfigMountPath     = "/etc/nexo"
+	TLSMountPath        = "/etc/nexo/tls"
+	ClientCAMountPath   = "/etc/nexo/client-ca"
+	UpstreamCAMountPath = "/etc/nexo/upstream-ca"
+	egressAdminPort     = 27018
+	drainMarginSeconds  = 15
+)
+
+// RoutingName and StepsName are the ConfigMap names of a proxy.
+func RoutingName(proxy string) string { return proxy + "-routing" }
+
+// StepsName is the steps ConfigMap name of a proxy.
+func StepsName(proxy string) string { return proxy + "-steps" }
+
+// PullSecretName is the name of a proxy's copy of a profile pull Secret.
+func PullSecretName(proxy, source string) string { return proxy + "-pull-" + source }
+
+// Labels selects a proxy's generated objects and pods.
+func Labels(proxy string) map[string]string {
+	return map[string]string{
+		"app.kubernetes.io/name":     "nexo-proxy",
+		"app.kubernetes.io/instance": proxy,
+		ManagedByLabel:               ManagedByValue,
+		ProxyLabel:                   proxy,
+	}
+}
+
+func meta(g *Graph, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: g.Proxy.Namespace, Labels: Labels(g.Proxy.Name)}
+}
+
+// ConfigData renders the data of the routing and steps ConfigMaps, keyed by ConfigMap name.
+func ConfigData(g *Graph) map[string]map[string]string {
+	routing := map[string]any{
+		"listenPort": port(g),
+		"upstream":   g.Proxy.Spec.Upstream,
+		"router":     g.Router,
+		"tls":        g.Proxy.Spec.TLS != nil,
+	}
+	steps := map[string]any{"steps": g.Steps, "observability": g.Observability}
+	return map[string]map[string]string{
+		RoutingName(g.Proxy.Name): {"routing.json": string(mustJSON(routing))},
+		StepsName(g.Proxy.Name):   {"steps.json": string(mustJSON(steps))},
+	}
+}
+
+// ConfigMaps renders the routing and steps ConfigMaps.
+func ConfigMaps(g *Graph) []*corev1.ConfigMap {
+	data := ConfigData(g)
+	out := make([]*corev1.ConfigMap, 0, len(data))
+	for _, name := range sortedKeys(data) {
+		cm := &corev1.ConfigMap{ObjectMeta: meta(g, name), Data: data[name]}
+		out = append(out, cm)
+	}
+	return out
+}
+
+// StepImages lists, in pipeline order and once per kind, the step kinds used by the graph that
+// the profile's catalog gives an image for.
+func StepImages(g *Graph) []nexov1alpha1.StepImage {
+	var out []nexov1alpha1.StepImage
+	for _, s := range g.Steps {
+		if slices.ContainsFunc(out, func(si nexov1alpha1.StepImage) bool { return si.Kind == s.Kind }) {
+			continue
+		}
+		for _, entry := range g.Profile.Spec.StepCatalog {
+			if entry.Kind == s.Kind {
+				out = append(out, entry)
+			}
+		}
+	}
+	return out
+}
+
+// Replicas is the proxy's replica count: its own, else the profile default, else 1.
+func Replicas(g *Graph) int32 {
+	if g.Proxy.Spec.Replicas != nil {
+		return *g.Proxy.Spec.Replicas
+	}
+	if g.Profile.Spec.Defaults.Replicas > 0 {
+		return g.Profile.Spec.Defaults.Replicas
+	}
+	return 1
+}
+
+func port(g *Graph) int32 {
+	if g.Proxy.Spec.Port == 0 {
+		return 27017
+	}
+	return g.Proxy.Spec.Port
+}
+
+func restricted() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func tcpProbe(p int32, initial int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(p)}},
+		InitialDelaySeconds: initial, PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3,
+	}
+}
+
+// Deployment renders the proxy Deployment; configHash and revision go on the pod template so
+// pods roll when either changes.
+func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
+	name := g.Proxy.Name
+	labels := Labels(name)
+	ingressImage, egressImage := string(g.Profile.Spec.Images.Ingress), string(g.Profile.Spec.Images.Egress)
+	if g.Proxy.Spec.ProxyImage != "" {
+		ingressImage, egressImage = string(g.Proxy.Spec.ProxyImage), string(g.Proxy.Spec.ProxyImage)
+	}
+	resources := corev1.ResourceRequirements{}
+	if g.Profile.Spec.Defaults.Resources != nil {
+		resources = *g.Profile.Spec.Defaults.Resources
+	}
+	if g.Proxy.Spec.Resources != nil {
+		resources = *g.Proxy.Spec.Resources
+	}
+	configMount := corev1.VolumeMount{Name: "config", MountPath: ConfigMountPath, ReadOnly: true}
+	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: RoutingName(name)}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: StepsName(name)}}},
+		},
+	}}}}
+	ingressMounts := []corev1.VolumeMount{configMount}
+	egressMounts := []corev1.VolumeMount{configMount}
+	if tls := g.Proxy.Spec.TLS; tls != nil {
+		volumes = append(volumes, secretVolume("tls", tls.SecretRef.Name))
+		ingressMounts = append(ingressMounts, corev1.VolumeMount{Name: "tls", MountPath: TLSMountPath, ReadOnly: true})
+		if tls.ClientCASecretRef != nil {
+			volumes = append(volumes, secretVolume("client-ca", tls.ClientCASecretRef.Name))
+			ingressMounts = append(ingressMounts, corev1.VolumeMount{Name: "client-ca", MountPath: ClientCAMountPath, ReadOnly: true})
+		}
+	}
+	if up := g.Proxy.Spec.Upstream.TLS; up != nil && up.CASecretRef != nil {
+		volumes = append(volumes, secretVolume("upstream-ca", up.CASecretRef.Name))
+		egressMounts = append(egressMounts, corev1.VolumeMount{Name: "upstream-ca", MountPath: UpstreamCAMountPath, ReadOnly: true})
+	}
+	ingressPorts := []corev1.ContainerPort{{Name: "mongodb", ContainerPort: port(g), Protocol: corev1.ProtocolTCP}}
+	if g.Metrics != nil {
+		ingressPorts = append(ingressPorts, corev1.ContainerPort{Name: "metrics", ContainerPort: g.Metrics.Port, Protocol: corev1.ProtocolTCP})
+	}
+	containers := []corev1.Container{
+		{
+			Name: "ingress", Image: ingressImage, Args: []string{"ingress", "--config=" + ConfigMountPath},
+			Ports: ingressPorts, Resources: resources, VolumeMounts: ingressMounts, SecurityContext: restricted(),
+			ReadinessProbe: tcpProbe(port(g), 2), LivenessProbe: tcpProbe(port(g), 10),
+		},
+		{
+			Name: "egress", Image: egressImage, Args: []string{"egress", "--config=" + ConfigMountPath},
+			Ports: []corev1.ContainerPort{{Name: "egress-admin", ContainerPort: egressAdminPort, Protocol: corev1.ProtocolTCP}},
+			Resources: resources, VolumeMounts: egressMounts, SecurityContext: restricted(),
+			ReadinessProbe: tcpProbe(egressAdminPort, 2), LivenessProbe: tcpProbe(egressAdminPort, 10),
+		},
+	}
+	for _, s := range StepImages(g) {
+		containers = append(containers, corev1.Container{
+			Name: stepContainerName(s.Kind), Image: string(s.Image), Args: []string{"step", "--kind=" + s.Kind, "--config=" + ConfigMountPath},
+			VolumeMounts: []corev1.VolumeMount{configMount}, SecurityContext: restricted(),
+		})
+	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, s := range g.Profile.Spec.ImagePullSecrets {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: PullSecretName(name, s.Name)})
+	}
+	drain := g.Profile.Spec.DrainTimeoutSeconds
+	return &appsv1.Deployment{
+		ObjectMeta: meta(g, name),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(Replicas(g)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{ProxyLabel: name}},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: map[string]string{ConfigHashKey: configHash, GraphRevisionKey: revision},
+				},
+				Spec: corev1.PodSpec{
+					Containers:                    containers,
+					Volumes:                       volumes,
+					ImagePullSecrets:              pullSecrets,
+					TerminationGracePeriodSeconds: ptr.To(int64(drain) + drainMarginSeconds),
+					AutomountServiceAccountToken:  ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+				},
+			},
+		},
+	}
+}
+
+func secretVolume(name, secret string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}
+}
+
+// stepContainerName is "step-" plus the kind without its Nexo prefix, lowercased.
+func stepContainerName(kind string) string {
+	b := []byte{}
+	for _, r := range kind[len("Nexo"):] {
+		if r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		b = append(b, byte(r))
+	}
+	return "step-" + string(b)
+}
+
+// Service renders the proxy Service: ClusterIP, or NodePort with the fixed node port when the
+// proxy asks for local access; a metrics port when a NexoMetrics is attached.
+func Service(g *Graph) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: meta(g, g.Proxy.Name),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{ProxyLabel: g.Proxy.Name},
+			Ports: []corev1.ServicePort{{
+				Name: "mongodb", Port: port(g), TargetPort: intstr.FromString("mongodb"), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+	if la := g.Proxy.Spec.LocalAccess; la != nil && la.Enabled && la.NodePort != nil {
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = *la.NodePort
+	}
+	if g.Metrics != nil {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name: "metrics", Port: g.Metrics.Port, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP,
+		})
+	}
+	return svc
+}
+
+// PullSecret renders a proxy's copy of a profile pull Secret from the operator namespace.
+func PullSecret(g *Graph, source *corev1.Secret) *corev1.Secret {
+	m := meta(g, PullSecretName(g.Proxy.Name, source.Name))
+	m.Annotations = map[string]string{"nexo.io/copied-from": fmt.Sprintf("%s/%s", source.Namespace, source.Name)}
+	return &corev1.Secret{ObjectMeta: m, Type: source.Type, Data: source.Data}
+}

@@ -1,0 +1,135 @@
+package render_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/render"
+)
+
+func graph() *render.Graph {
+	return &render.Graph{
+		Proxy: &nexov1alpha1.NexoProxy{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop"},
+			Spec: nexov1alpha1.NexoProxySpec{
+				Upstream: nexov1alpha1.Target{Name: "primary", Address: "mongo:27017"},
+				Port:     27017,
+				TLS:      &nexov1alpha1.ProxyTLS{SecretRef: nexov1alpha1.SecretReference{Name: "p-tls"}},
+			},
+		},
+		Pipeline: &nexov1alpha1.NexoPipeline{},
+		Steps: []render.Component{
+			{Kind: "NexoTenantIsolation", Name: "t", Slot: catalog.SlotRequest, Spec: nexov1alpha1.NexoTenantIsolationSpec{TenantField: "tenantId"}},
+			{Kind: "NexoRateLimit", Name: "r", Slot: catalog.SlotRequest, Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 5}},
+			{Kind: "NexoPIIMasking", Name: "m", Slot: catalog.SlotResponse, Spec: nexov1alpha1.NexoPIIMaskingSpec{}},
+		},
+		Profile: &nexov1alpha1.NexoDeploymentProfile{Spec: nexov1alpha1.NexoDeploymentProfileSpec{
+			Images: nexov1alpha1.RuntimeImages{Ingress: "r/ingress:1", Egress: "r/egress:1"},
+			StepCatalog: []nexov1alpha1.StepImage{
+				{Kind: "NexoPIIMasking", Image: "r/pii:1"}, {Kind: "NexoTenantIsolation", Image: "r/tenant:1"},
+			},
+			ImagePullSecrets:    []nexov1alpha1.SecretReference{{Name: "registry"}},
+			DrainTimeoutSeconds: 45,
+			Defaults:            nexov1alpha1.ProfileDefaults{Replicas: 3},
+		}},
+	}
+}
+
+func TestDeployment(t *testing.T) {
+	g := graph()
+	d := render.Deployment(g, "cafe", "rev1")
+	var names []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		names = append(names, c.Name)
+		sc := c.SecurityContext
+		if sc == nil || !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation ||
+			len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("container %s is not restricted: %+v", c.Name, sc)
+		}
+		if sc.RunAsUser != nil {
+			t.Errorf("container %s fixes runAsUser", c.Name)
+		}
+	}
+	// one container per step kind with a catalog image, in pipeline order; NexoRateLimit has none
+	want := []string{"ingress", "egress", "step-tenantisolation", "step-piimasking"}
+	if len(names) != len(want) {
+		t.Fatalf("containers %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("containers %v, want %v", names, want)
+		}
+	}
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas %d, want profile default 3", *d.Spec.Replicas)
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if ru.MaxUnavailable.IntValue() != 0 || ru.MaxSurge.IntValue() != 1 {
+		t.Errorf("rolling update %v/%v, want 0/1", ru.MaxUnavailable, ru.MaxSurge)
+	}
+	if grace := *d.Spec.Template.Spec.TerminationGracePeriodSeconds; grace <= 45 {
+		t.Errorf("grace period %d not above drain timeout 45", grace)
+	}
+	if d.Spec.Template.Annotations[render.ConfigHashKey] != "cafe" || d.Spec.Template.Annotations[render.GraphRevisionKey] != "rev1" {
+		t.Errorf("pod template annotations %v", d.Spec.Template.Annotations)
+	}
+	if ps := d.Spec.Template.Spec.ImagePullSecrets; len(ps) != 1 || ps[0].Name != "p-pull-registry" {
+		t.Errorf("pull secrets %v", ps)
+	}
+	tlsMounted := false
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "p-tls" {
+			tlsMounted = true
+		}
+	}
+	if !tlsMounted {
+		t.Error("TLS secret not mounted")
+	}
+	g.Proxy.Spec.Replicas = ptr.To[int32](1)
+	if got := *render.Deployment(g, "cafe", "rev1").Spec.Replicas; got != 1 {
+		t.Errorf("proxy replicas not honoured: %d", got)
+	}
+}
+
+func TestService(t *testing.T) {
+	g := graph()
+	svc := render.Service(g)
+	if svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 1 {
+		t.Fatalf("default service %v with %d ports", svc.Spec.Type, len(svc.Spec.Ports))
+	}
+	g.Proxy.Spec.LocalAccess = &nexov1alpha1.LocalAccess{Enabled: true, NodePort: ptr.To[int32](30017)}
+	g.Metrics = &nexov1alpha1.NexoMetricsSpec{Port: 9216}
+	svc = render.Service(g)
+	if svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.Ports[0].NodePort != 30017 {
+		t.Errorf("local access: %v nodePort %d", svc.Spec.Type, svc.Spec.Ports[0].NodePort)
+	}
+	if len(svc.Spec.Ports) != 2 || svc.Spec.Ports[1].Name != "metrics" || svc.Spec.Ports[1].Port != 9216 {
+		t.Errorf("metrics port missing: %v", svc.Spec.Ports)
+	}
+}
+
+func TestRevisionAndConfigHash(t *testing.T) {
+	a, b := graph(), graph()
+	b.Proxy.Namespace, b.Proxy.UID = "elsewhere", "other-uid" // another cluster or namespace
+	if render.Revision(a) != render.Revision(b) {
+		t.Error("identical specs gave different revisions")
+	}
+	b.Steps[1].Spec = nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 6}
+	if render.Revision(a) == render.Revision(b) {
+		t.Error("a step edit did not change the revision")
+	}
+	cms := render.ConfigData(a)
+	h1 := render.ConfigHash(cms, map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("1")}})
+	h2 := render.ConfigHash(cms, map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("2")}})
+	if h1 == h2 {
+		t.Error("a Secret change did not change the config hash")
+	}
+	if h1 != render.ConfigHash(render.ConfigData(a), map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("1")}}) {
+		t.Error("config hash is not deterministic")
+	}
+}
