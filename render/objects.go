@@ -178,7 +178,7 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 		},
 		{
 			Name: "egress", Image: egressImage, Args: []string{"egress", "--config=" + ConfigMountPath},
-			Ports: []corev1.ContainerPort{{Name: "egress-admin", ContainerPort: egressAdminPort, Protocol: corev1.ProtocolTCP}},
+			Ports:     []corev1.ContainerPort{{Name: "egress-admin", ContainerPort: egressAdminPort, Protocol: corev1.ProtocolTCP}},
 			Resources: resources, VolumeMounts: egressMounts, SecurityContext: restricted(),
 			ReadinessProbe: tcpProbe(egressAdminPort, 2), LivenessProbe: tcpProbe(egressAdminPort, 10),
 		},
