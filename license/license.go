@@ -8,10 +8,12 @@ package license
 
 import (
 	"crypto/ed25519"
+	"embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -74,4 +76,24 @@ func Parse(doc string, trusted map[string]ed25519.PublicKey) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: licensee, expiresAt and maxProxies >= 1 are required", ErrMalformed)
 	}
 	return c, nil
+}
+
+//go:embed keys/*.pem
+var shipped embed.FS
+
+// ShippedKeys returns the license-signing public keys built into this binary (key id → key).
+// The matching private keys are held by Nexo and never enter this repository.
+func ShippedKeys() map[string]ed25519.PublicKey {
+	out := map[string]ed25519.PublicKey{}
+	files, _ := fs.Glob(shipped, "keys/*.pem")
+	for _, f := range files {
+		data, err := shipped.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pub, err := signature.ParsePublicKey(data); err == nil {
+			out[signature.KeyID(pub)] = pub
+		}
+	}
+	return out
 }

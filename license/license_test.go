@@ -44,3 +44,9 @@ func TestIssueParse(t *testing.T) {
 		}
 	}
 }
+
+func TestShippedKeys(t *testing.T) {
+	if n := len(license.ShippedKeys()); n != 1 {
+		t.Fatalf("%d shipped license keys, want 1", n)
+	}
+}

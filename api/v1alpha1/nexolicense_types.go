@@ -40,10 +40,6 @@ type NexoLicenseStatus struct {
 	// maxProxies is how many NexoProxies the license covers.
 	// +optional
 	MaxProxies int32 `json:"maxProxies,omitempty"`
-
-	// proxiesInUse is how many NexoProxies currently reference this license.
-	// +optional
-	ProxiesInUse int32 `json:"proxiesInUse,omitempty"`
 }
 
 // NexoLicense is a signed offline license: licensee, expiry, entitlements and maximum proxies.

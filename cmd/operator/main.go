@@ -1,0 +1,63 @@
+// Command operator is the nexo-operator: it reconciles the nexo.io kinds this build supports.
+package main
+
+import (
+	"flag"
+	"os"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/operator"
+)
+
+func main() {
+	var cfg operator.Config
+	var watch, licenseKeys string
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so several replicas can run")
+	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile; empty means all")
+	flag.BoolVar(&cfg.RequireSignatures, "require-signatures", false, "refuse every Nexo object that is not signed by a trusted key")
+	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in the operator namespace holding trusted signing public keys")
+	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")
+	flag.StringVar(&licenseKeys, "license-public-key", "", "comma-separated PEM files of extra license-signing public keys (the build ships its own)")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level, --zap-encoder, ...
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	cfg.WatchNamespaces = splitList(watch)
+	cfg.LicenseKeyFiles = splitList(licenseKeys)
+
+	log := ctrl.Log.WithName("setup")
+	ctx := ctrl.SetupSignalHandler()
+	mgr, kinds, err := operator.New(ctx, ctrl.GetConfigOrDie(), cfg)
+	if err != nil {
+		log.Error(err, "cannot build the operator")
+		os.Exit(1)
+	}
+	log.Info("starting nexo-operator", "version", catalog.BuildVersion, "reconciledKinds", len(kinds), "watchNamespaces", cfg.WatchNamespaces)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "operator stopped")
+		os.Exit(1)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

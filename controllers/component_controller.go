@@ -1,0 +1,107 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+// ComponentReconciler reconciles a kind whose only job is to be valid: pipelines, profiles,
+// routers, steps and observability kinds. It checks the managed signature and the Go-side rules,
+// and reports SignatureValid (for managed objects), Ready and observedGeneration.
+type ComponentReconciler struct {
+	client.Client
+	Kind              catalog.Kind
+	New               func() nexov1alpha1.Object
+	Keys              *TrustedKeys
+	RequireSignatures bool
+	// KeysChanged receives an event per managed object of this kind when the trusted keys change.
+	KeysChanged chan event.GenericEvent
+}
+
+// SetupWithManager registers the controller.
+func (r *ComponentReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(r.Kind.Plural).
+		For(r.New(), builder.WithPredicates(specOrSignatureChanged())).
+		WatchesRawSource(source.Channel(r.KeysChanged, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// specOrSignatureChanged passes creates, deletes, spec changes and annotation changes (a
+// re-signed object keeps its generation) but not status-only updates.
+func specOrSignatureChanged() predicate.Predicate {
+	return predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+}
+
+// Reconcile validates one object and writes its status when it changed.
+func (r *ComponentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.New()
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := obj.DeepCopyObject().(nexov1alpha1.Object)
+	r.evaluate(obj)
+	obj.NexoStatus().ObservedGeneration = obj.GetGeneration()
+	if err := writeStatus(ctx, r.Client, before, obj); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *ComponentReconciler) evaluate(obj nexov1alpha1.Object) {
+	if bad := checkSignature(obj, r.Keys, r.RequireSignatures); bad != nil {
+		setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionFalse, bad.reason, bad.message)
+		return
+	}
+	if validate := validators[r.Kind.Kind]; validate != nil {
+		if bad := validate(obj); bad != nil {
+			setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionFalse, bad.reason, bad.message)
+			return
+		}
+	}
+	setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonValid, r.Kind.Kind+" is valid")
+}
+
+// checkSignature sets SignatureValid on managed objects (and on every object when signatures are
+// required) and returns the failure, if any. Unmanaged objects without the requirement carry no
+// SignatureValid condition.
+func checkSignature(obj nexov1alpha1.Object, keys *TrustedKeys, require bool) *invalid {
+	if !signature.IsManaged(obj.GetLabels()) && !require {
+		return nil
+	}
+	err := signature.Verify(obj, keys.Get())
+	if err == nil {
+		setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionTrue, ReasonSigned,
+			"signed by trusted key "+obj.GetAnnotations()[signature.KeyIDAnnotation])
+		return nil
+	}
+	bad := &invalid{ReasonSignatureMismatch, err.Error()}
+	switch {
+	case errors.Is(err, signature.ErrUnsigned):
+		bad = &invalid{ReasonUnsigned, "not signed: " + err.Error() + "; sign it with `nexoctl sign` or remove the nexo.io/managed-by label"}
+		if !signature.IsManaged(obj.GetLabels()) {
+			bad.message = "the operator runs with --require-signatures and this object is not signed; sign it with `nexoctl sign`"
+		}
+	case errors.Is(err, signature.ErrUnknownKey):
+		bad = &invalid{ReasonUnknownSigningKey, err.Error() + "; add the Control Plane's public key to the trusted-keys Secret"}
+	}
+	setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionFalse, bad.reason, bad.message)
+	return bad
+}

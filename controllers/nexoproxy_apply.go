@@ -1,0 +1,189 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/render"
+)
+
+// FieldOwner is the operator's field manager on every write.
+const FieldOwner = client.FieldOwner("nexo-operator")
+
+// child is one generated object: what we want, what is there, how to tell they agree and how to
+// bring the existing one in line.
+type child struct {
+	desired  client.Object
+	existing client.Object
+	// cached objects are read from the label-scoped cache; Secrets are read from the API server.
+	cached  bool
+	inSync  func() bool
+	correct func()
+	found   bool
+}
+
+// apply creates or corrects the proxy's children. All names are checked for foreign owners
+// first, so a conflict changes nothing. A converged child costs no write.
+func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*appsv1.Deployment, *blocked, error) {
+	g := res.graph
+	var children []*child
+	for _, cm := range render.ConfigMaps(g) {
+		existing := &corev1.ConfigMap{}
+		children = append(children, &child{desired: cm, existing: existing, cached: true,
+			inSync:  func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
+			correct: func() { existing.Data = cm.Data; mergeLabels(cm, existing) }})
+	}
+	for _, src := range res.pullSecrets {
+		s := render.PullSecret(g, src)
+		existing := &corev1.Secret{}
+		children = append(children, &child{desired: s, existing: existing,
+			inSync: func() bool {
+				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type && labelsSubset(s, existing)
+			},
+			correct: func() { existing.Data = s.Data; mergeLabels(s, existing) }})
+	}
+	dep := render.Deployment(g, configHash, revision)
+	existingDep := &appsv1.Deployment{}
+	depChild := &child{desired: dep, existing: existingDep, cached: true,
+		inSync:  func() bool { return deploymentInSync(dep, existingDep) },
+		correct: func() { existingDep.Spec = dep.Spec; mergeLabels(dep, existingDep) }}
+	children = append(children, depChild)
+	svc := render.Service(g)
+	existingSvc := &corev1.Service{}
+	children = append(children, &child{desired: svc, existing: existingSvc, cached: true,
+		inSync:  func() bool { return serviceInSync(svc, existingSvc) },
+		correct: func() { correctService(svc, existingSvc); mergeLabels(svc, existingSvc) }})
+
+	for _, c := range children {
+		if b, err := r.lookup(ctx, proxy, c); b != nil || err != nil {
+			return nil, b, err
+		}
+	}
+	for _, c := range children {
+		switch {
+		case !c.found:
+			if err := controllerutil.SetControllerReference(proxy, c.desired, r.Scheme); err != nil {
+				return nil, nil, err
+			}
+			if err := r.Create(ctx, c.desired, FieldOwner); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+				}
+				return nil, nil, err
+			}
+			c.existing = c.desired
+		case !c.inSync():
+			c.correct()
+			if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return depChild.existing.(*appsv1.Deployment), nil, nil
+}
+
+// lookup fills c.existing and reports a conflict when the name belongs to someone else.
+func (r *ProxyReconciler) lookup(ctx context.Context, proxy *nexov1alpha1.NexoProxy, c *child) (*blocked, error) {
+	key := client.ObjectKeyFromObject(c.desired)
+	var err error
+	if c.cached {
+		err = r.Get(ctx, key, c.existing)
+		if apierrors.IsNotFound(err) {
+			// The cache holds only objects with our labels: ask the API server whether an
+			// unlabelled object already uses the name.
+			err = r.APIReader.Get(ctx, key, c.existing)
+		}
+	} else {
+		err = r.APIReader.Get(ctx, key, c.existing)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !metav1.IsControlledBy(c.existing, proxy) {
+		return &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+	}
+	c.found = true
+	return nil, nil
+}
+
+func conflictMessage(o client.Object) string {
+	kind := fmt.Sprintf("%T", o)
+	switch o.(type) {
+	case *appsv1.Deployment:
+		kind = "Deployment"
+	case *corev1.Service:
+		kind = "Service"
+	case *corev1.ConfigMap:
+		kind = "ConfigMap"
+	case *corev1.Secret:
+		kind = "Secret"
+	}
+	return fmt.Sprintf("%s %s already exists and is not owned by this NexoProxy; it is left untouched: rename the proxy or remove that object", kind, o.GetName())
+}
+
+func labelsSubset(desired, existing client.Object) bool {
+	have := existing.GetLabels()
+	for k, v := range desired.GetLabels() {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeLabels(desired, existing client.Object) {
+	labels := maps.Clone(existing.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, desired.GetLabels())
+	existing.SetLabels(labels)
+}
+
+// deploymentInSync compares what the operator sets; fields the API server defaults are ignored
+// (DeepDerivative), but list lengths must match so removed containers, volumes or ports count.
+func deploymentInSync(desired, existing *appsv1.Deployment) bool {
+	d, e := desired.Spec.Template.Spec, existing.Spec.Template.Spec
+	if len(d.Containers) != len(e.Containers) || len(d.Volumes) != len(e.Volumes) || len(d.ImagePullSecrets) != len(e.ImagePullSecrets) {
+		return false
+	}
+	for i := range d.Containers {
+		if len(d.Containers[i].Ports) != len(e.Containers[i].Ports) || len(d.Containers[i].VolumeMounts) != len(e.Containers[i].VolumeMounts) {
+			return false
+		}
+	}
+	return labelsSubset(desired, existing) &&
+		equality.Semantic.DeepDerivative(desired.Spec, existing.Spec) &&
+		equality.Semantic.DeepEqual(desired.Spec.Template.Annotations, existing.Spec.Template.Annotations)
+}
+
+func serviceInSync(desired, existing *corev1.Service) bool {
+	return labelsSubset(desired, existing) &&
+		desired.Spec.Type == existing.Spec.Type &&
+		len(desired.Spec.Ports) == len(existing.Spec.Ports) &&
+		equality.Semantic.DeepEqual(desired.Spec.Selector, existing.Spec.Selector) &&
+		equality.Semantic.DeepDerivative(desired.Spec.Ports, existing.Spec.Ports)
+}
+
+// correctService sets the fields the operator owns and leaves the allocated ones (clusterIP).
+func correctService(desired, existing *corev1.Service) {
+	existing.Spec.Type = desired.Spec.Type
+	existing.Spec.Selector = desired.Spec.Selector
+	existing.Spec.Ports = desired.Spec.Ports
+	if desired.Spec.Type == corev1.ServiceTypeClusterIP {
+		existing.Spec.ExternalTrafficPolicy = ""
+	}
+}

@@ -1,0 +1,290 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/render"
+)
+
+// NexoProxy reasons beyond those of resolution.
+const (
+	ReasonLicenseNotReady    = "LicenseNotReady"
+	ReasonMissingEntitlement = "MissingEntitlement"
+	ReasonLicenseExhausted   = "LicenseExhausted"
+	ReasonConflict           = "Conflict"
+	ReasonBlocked            = "Blocked"
+	ReasonPassed             = "Passed"
+	ReasonAvailable          = "Available"
+	ReasonProgressing        = "Progressing"
+	waitRequeue              = 30 * time.Second
+)
+
+// ProxyReconciler reconciles NexoProxies into Deployments, Services, ConfigMaps and Secret
+// copies through ordered phases: Validated → ReferencesResolved → Licensed → WorkloadAvailable
+// → Ready. Until every phase before the workload passes, the running workload keeps its last
+// good revision (fail static).
+type ProxyReconciler struct {
+	client.Client
+	APIReader         client.Reader
+	Scheme            *runtime.Scheme
+	OperatorNamespace string
+	Keys              *TrustedKeys
+	RequireSignatures bool
+	Now               func() time.Time
+	KeysChanged       chan event.GenericEvent
+
+	secrets secretUsers
+	metrics *proxyMetrics
+}
+
+// SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
+// (metadata only) and the owned children.
+func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	r.metrics = newProxyMetrics()
+	idx := mgr.GetFieldIndexer()
+	for _, f := range []string{indexProxyPipeline, indexProxyProfile, indexProxyLicense, indexProxyObserve} {
+		if err := idx.IndexField(ctx, &nexov1alpha1.NexoProxy{}, f, indexProxy(f)); err != nil {
+			return err
+		}
+	}
+	if err := idx.IndexField(ctx, &nexov1alpha1.NexoPipeline{}, indexPipelineRefs, indexPipeline); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("nexoproxies").
+		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata).
+		Watches(&nexov1alpha1.NexoProxy{}, handler.EnqueueRequestsFromMapFunc(r.proxiesSharingLicense),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }})).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor)).
+		WatchesRawSource(source.Channel(r.KeysChanged, &handler.EnqueueRequestForObject{}))
+	for _, k := range catalog.Kinds {
+		if k.Support != catalog.Reconciled || k.Kind == "NexoProxy" {
+			continue
+		}
+		o, err := r.Scheme.New(nexov1alpha1.GroupVersion.WithKind(k.Kind))
+		if err != nil {
+			return err
+		}
+		b = b.Watches(o.(client.Object), handler.EnqueueRequestsFromMapFunc(r.proxiesForComponent(k.Kind)), builder.WithPredicates(readinessChanged()))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile runs the phases in order and writes status once, only if it changed.
+func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	proxy := &nexov1alpha1.NexoProxy{}
+	if err := r.Get(ctx, req.NamespacedName, proxy); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.secrets.set(req.NamespacedName, nil)
+			r.metrics.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !proxy.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // owner references let garbage collection remove the children
+	}
+	before := proxy.DeepCopy()
+	result, err := r.reconcilePhases(ctx, proxy)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	proxy.Status.ObservedGeneration = proxy.Generation
+	r.metrics.observe(req.NamespacedName, proxy.Status.Phase)
+	if err := writeStatus(ctx, r.Client, before, proxy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return result, nil
+}
+
+func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (ctrl.Result, error) {
+	key := types.NamespacedName{Namespace: proxy.Namespace, Name: proxy.Name}
+	dep := &appsv1.Deployment{}
+	workloadErr := r.Get(ctx, key, dep)
+	if workloadErr != nil && client.IgnoreNotFound(workloadErr) != nil {
+		return ctrl.Result{}, workloadErr
+	}
+	if workloadErr != nil || !metav1.IsControlledBy(dep, proxy) {
+		dep = nil
+	}
+
+	// Phase 1: Validated.
+	if bad := checkSignature(proxy, r.Keys, r.RequireSignatures); bad != nil {
+		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionValidated, &blocked{reason: bad.reason, message: bad.message})
+	}
+	setCondition(proxy, nexov1alpha1.ConditionValidated, metav1.ConditionTrue, ReasonPassed, "spec is valid")
+
+	// Phase 2: ReferencesResolved.
+	res, b, err := r.resolve(ctx, proxy)
+	if res != nil {
+		r.secrets.set(key, res.secretNames)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if b != nil {
+		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionReferencesResolved, b)
+	}
+	setCondition(proxy, nexov1alpha1.ConditionReferencesResolved, metav1.ConditionTrue, ReasonPassed,
+		fmt.Sprintf("resolved pipeline %s with %d steps, profile %s and license %s", res.graph.Pipeline.Name, len(res.graph.Steps), res.graph.Profile.Name, res.license.Name))
+
+	// Phase 3: Licensed.
+	if b, err := r.checkLicense(ctx, proxy, res); err != nil || b != nil {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionLicensed, b)
+	}
+	setCondition(proxy, nexov1alpha1.ConditionLicensed, metav1.ConditionTrue, ReasonPassed, "licensed by NexoLicense "+res.license.Name)
+
+	// Apply the rendered workload.
+	revision := render.Revision(res.graph)
+	configHash := render.ConfigHash(render.ConfigData(res.graph), res.secrets)
+	applied, b, err := r.apply(ctx, proxy, res, configHash, revision)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if b != nil {
+		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionWorkloadAvailable, b)
+	}
+	proxy.Status.GraphRevision, proxy.Status.ConfigHash = revision, configHash
+
+	// Phase 4 and 5: WorkloadAvailable, Ready.
+	r.reportWorkload(proxy, applied)
+	if conditionTrue(proxy, nexov1alpha1.ConditionWorkloadAvailable) {
+		proxy.Status.Phase = nexov1alpha1.ProxyReady
+		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
+			fmt.Sprintf("serving graph revision %s with %d/%d replicas ready", revision, proxy.Status.ReadyReplicas, proxy.Status.Replicas))
+	} else {
+		proxy.Status.Phase = nexov1alpha1.ProxyProgressing
+		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonProgressing,
+			fmt.Sprintf("rolling out graph revision %s: %d/%d replicas ready", revision, proxy.Status.ReadyReplicas, proxy.Status.Replicas))
+	}
+	return ctrl.Result{}, nil
+}
+
+// fail records a blocked phase. Later phases are marked Blocked, the running workload (if any)
+// is left at its last good revision, and the proxy is Degraded when such a workload exists,
+// Pending when it waits for a reference, Failed otherwise.
+func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProxy, dep *appsv1.Deployment, phase string, b *blocked) (ctrl.Result, error) {
+	logf.FromContext(ctx).V(1).Info("proxy blocked", "phase", phase, "reason", b.reason, "message", b.message)
+	r.metrics.failure(b.reason)
+	order := []string{nexov1alpha1.ConditionValidated, nexov1alpha1.ConditionReferencesResolved, nexov1alpha1.ConditionLicensed, nexov1alpha1.ConditionWorkloadAvailable}
+	at := slices.Index(order, phase)
+	setCondition(proxy, phase, metav1.ConditionFalse, b.reason, b.message)
+	for _, later := range order[at+1:] {
+		if later == nexov1alpha1.ConditionWorkloadAvailable && dep != nil {
+			continue // reported from the running workload below
+		}
+		setCondition(proxy, later, metav1.ConditionUnknown, ReasonBlocked, "waiting for "+phase)
+	}
+	msg := b.message
+	switch {
+	case dep != nil && phase != nexov1alpha1.ConditionWorkloadAvailable:
+		r.reportWorkload(proxy, dep)
+		proxy.Status.Phase = nexov1alpha1.ProxyDegraded
+		msg = fmt.Sprintf("%s; the workload keeps running graph revision %s", b.message, proxy.Status.GraphRevision)
+	case b.wait:
+		proxy.Status.Phase = nexov1alpha1.ProxyPending
+	default:
+		proxy.Status.Phase = nexov1alpha1.ProxyFailed
+	}
+	if dep == nil && phase != nexov1alpha1.ConditionWorkloadAvailable {
+		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionUnknown, ReasonBlocked, "waiting for "+phase)
+	}
+	setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, b.reason, msg)
+	if b.wait {
+		return ctrl.Result{RequeueAfter: waitRequeue}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// reportWorkload copies the Deployment's replica counts and availability into status.
+func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *appsv1.Deployment) {
+	want := int32(1)
+	if dep.Spec.Replicas != nil {
+		want = *dep.Spec.Replicas
+	}
+	s := dep.Status
+	proxy.Status.Replicas, proxy.Status.ReadyReplicas = want, s.ReadyReplicas
+	current := s.ObservedGeneration >= dep.Generation
+	if current && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.AvailableReplicas == want && s.Replicas == want {
+		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, ReasonAvailable,
+			fmt.Sprintf("Deployment %s has %d/%d replicas ready and updated", dep.Name, s.ReadyReplicas, want))
+		return
+	}
+	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ReasonProgressing,
+		fmt.Sprintf("Deployment %s: %d/%d replicas ready, %d updated", dep.Name, s.ReadyReplicas, want, s.UpdatedReplicas))
+}
+
+// checkLicense requires a Ready license that entitles every step kind used and covers this
+// proxy within maxProxies (proxies count in creation order).
+func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved) (*blocked, error) {
+	lic := res.license
+	if b := notReady(lic, "NexoLicense", lic.Name, "spec.licenseRef"); b != nil {
+		b.reason = ReasonLicenseNotReady
+		if c := findReady(lic); c != nil && c.Status == metav1.ConditionFalse {
+			b.reason, b.wait = c.Reason, false // Expired, SignatureInvalid, ...: needs a new license
+		}
+		return b, nil
+	}
+	if lic.Status.ExpiresAt != nil && !r.Now().Before(lic.Status.ExpiresAt.Time) {
+		return &blocked{reason: ReasonLicenseExpired, message: fmt.Sprintf("NexoLicense %s expired at %s", lic.Name, lic.Status.ExpiresAt.Format(time.RFC3339))}, nil
+	}
+	var missing []string
+	for _, s := range res.graph.Steps {
+		if !slices.Contains(lic.Status.Entitlements, s.Kind) && !slices.Contains(missing, s.Kind) {
+			missing = append(missing, s.Kind)
+		}
+	}
+	if len(missing) > 0 {
+		return &blocked{reason: ReasonMissingEntitlement, message: fmt.Sprintf("NexoLicense %s does not entitle %s; entitled: %s",
+			lic.Name, strings.Join(missing, ", "), strings.Join(lic.Status.Entitlements, ", "))}, nil
+	}
+	var siblings nexov1alpha1.NexoProxyList
+	if err := r.List(ctx, &siblings, client.InNamespace(proxy.Namespace), client.MatchingFields{indexProxyLicense: lic.Name}); err != nil {
+		return nil, err
+	}
+	sort.Slice(siblings.Items, func(i, j int) bool {
+		a, b := siblings.Items[i], siblings.Items[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	pos := slices.IndexFunc(siblings.Items, func(p nexov1alpha1.NexoProxy) bool { return p.Name == proxy.Name })
+	if pos >= int(lic.Status.MaxProxies) {
+		return &blocked{reason: ReasonLicenseExhausted, message: fmt.Sprintf("NexoLicense %s covers %d proxies and %d reference it; this proxy is number %d by creation time",
+			lic.Name, lic.Status.MaxProxies, len(siblings.Items), pos+1), wait: true}, nil
+	}
+	return nil, nil
+}
+
+func findReady(obj nexov1alpha1.Object) *metav1.Condition {
+	_, c := readyAndCurrent(obj)
+	return c
+}

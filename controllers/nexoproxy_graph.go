@@ -1,0 +1,221 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/render"
+)
+
+// NexoProxy reasons for a failed phase.
+const (
+	ReasonReferenceNotFound = "ReferenceNotFound"
+	ReasonReferenceNotReady = "ReferenceNotReady"
+)
+
+// blocked is why a phase cannot pass. wait means a later change (a reference created or
+// becoming Ready) may unblock it, so the proxy is Pending rather than Failed.
+type blocked struct {
+	reason, message string
+	wait            bool
+}
+
+// resolved is everything the proxy's graph needs, read in one pass.
+type resolved struct {
+	graph   *render.Graph
+	license *nexov1alpha1.NexoLicense
+	// secrets is the content of every referenced Secret, keyed by "<namespace>/<name>".
+	secrets map[string]map[string][]byte
+	// pullSecrets are the profile's pull Secrets, from the operator namespace.
+	pullSecrets []*corev1.Secret
+	// secretNames are all Secrets the resolution looked at (found or not), for re-queueing.
+	secretNames []types.NamespacedName
+}
+
+// resolve reads the proxy's pipeline, router, steps, observability objects, profile, license and
+// Secrets. Every referenced Nexo object must exist, be reconciled by this build and be Ready for
+// its current generation.
+func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (*resolved, *blocked, error) {
+	res := &resolved{graph: &render.Graph{Proxy: proxy, OperatorNamespace: r.OperatorNamespace}, secrets: map[string]map[string][]byte{}}
+	ns := proxy.Namespace
+
+	pipeline := &nexov1alpha1.NexoPipeline{}
+	if b, err := r.get(ctx, ns, "NexoPipeline", proxy.Spec.PipelineRef.Name, "spec.pipelineRef", pipeline); b != nil || err != nil {
+		return nil, b, err
+	}
+	// Unsupported or misplaced kinds are named here, whatever the pipeline's own status says.
+	if bad := validatePipeline(pipeline); bad != nil {
+		return nil, &blocked{reason: bad.reason, message: fmt.Sprintf("NexoPipeline %s: %s", pipeline.Name, bad.message)}, nil
+	}
+	if b := notReady(pipeline, "NexoPipeline", pipeline.Name, "spec.pipelineRef"); b != nil {
+		return nil, b, nil
+	}
+	res.graph.Pipeline = pipeline
+	for _, ref := range PipelineRefs(pipeline) {
+		obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, "NexoPipeline "+pipeline.Name+" "+ref.String())
+		if b != nil || err != nil {
+			return nil, b, err
+		}
+		c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: ref.Slot, Spec: specOf(obj)}
+		if ref.Slot == catalog.SlotRouter {
+			res.graph.Router = &c
+		} else {
+			res.graph.Steps = append(res.graph.Steps, c)
+		}
+		r.collectSecrets(res, ns, obj)
+	}
+	for i, ref := range proxy.Spec.ObservabilityRefs {
+		if bad := checkRef(catalog.SlotObservability, fmt.Sprintf("spec.observabilityRefs[%d]", i), ref.Kind); bad != nil {
+			return nil, &blocked{reason: bad.reason, message: bad.message}, nil
+		}
+		obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, fmt.Sprintf("spec.observabilityRefs[%d]", i))
+		if b != nil || err != nil {
+			return nil, b, err
+		}
+		res.graph.Observability = append(res.graph.Observability, render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.SlotObservability, Spec: specOf(obj)})
+		if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
+			res.graph.Metrics = &m.Spec
+		}
+		r.collectSecrets(res, ns, obj)
+	}
+	profile := &nexov1alpha1.NexoDeploymentProfile{}
+	if b, err := r.get(ctx, ns, "NexoDeploymentProfile", proxy.Spec.ProfileRef.Name, "spec.profileRef", profile); b != nil || err != nil {
+		return nil, b, err
+	}
+	if b := notReady(profile, "NexoDeploymentProfile", profile.Name, "spec.profileRef"); b != nil {
+		return nil, b, nil
+	}
+	res.graph.Profile = profile
+	lic := &nexov1alpha1.NexoLicense{}
+	if b, err := r.get(ctx, ns, "NexoLicense", proxy.Spec.LicenseRef.Name, "spec.licenseRef", lic); b != nil || err != nil {
+		return nil, b, err
+	}
+	res.license = lic
+	r.collectSecrets(res, ns, proxy)
+
+	// Read every referenced Secret; remember them all so their creation re-queues the proxy.
+	for _, s := range res.secretNames {
+		secret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, s, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("Secret %s not found in namespace %s", s.Name, s.Namespace), true}, nil
+			}
+			return res, nil, err
+		}
+		res.secrets[s.String()] = secret.Data
+	}
+	for _, ps := range profile.Spec.ImagePullSecrets {
+		key := types.NamespacedName{Namespace: r.OperatorNamespace, Name: ps.Name}
+		res.secretNames = append(res.secretNames, key)
+		secret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, key, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("image-pull Secret %s (NexoDeploymentProfile %s) not found in the operator namespace %s; installation puts registry credentials there",
+					ps.Name, profile.Name, r.OperatorNamespace), true}, nil
+			}
+			return res, nil, err
+		}
+		res.pullSecrets = append(res.pullSecrets, secret)
+		res.secrets[key.String()] = secret.Data
+	}
+	return res, nil, nil
+}
+
+// get reads a typed Nexo object; a missing one blocks the proxy until it is created.
+func (r *ProxyReconciler) get(ctx context.Context, ns, kind, name, where string, obj nexov1alpha1.Object) (*blocked, error) {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return &blocked{ReasonReferenceNotFound, fmt.Sprintf("%s %s (%s) not found in namespace %s", kind, name, where, ns), true}, nil
+		}
+		return nil, err
+	}
+	return nil, nil
+}
+
+// notReady blocks the proxy until obj is Ready for its current generation.
+func notReady(obj nexov1alpha1.Object, kind, name, where string) *blocked {
+	ok, c := readyAndCurrent(obj)
+	if ok {
+		return nil
+	}
+	msg := fmt.Sprintf("%s %s (%s) is not Ready yet", kind, name, where)
+	if c != nil && c.Status == "False" {
+		msg = fmt.Sprintf("%s %s (%s) is not Ready: %s: %s", kind, name, where, c.Reason, c.Message)
+	}
+	return &blocked{ReasonReferenceNotReady, msg, true}
+}
+
+// getReadyKind reads and checks a kind named at runtime; schema-only kinds are refused by name.
+func (r *ProxyReconciler) getReadyKind(ctx context.Context, ns, kind, name, where string) (nexov1alpha1.Object, *blocked, error) {
+	if k, ok := catalog.Lookup(kind); !ok || k.Support != catalog.Reconciled {
+		return nil, &blocked{reason: ReasonUnsupportedReference, message: where + ": " + catalog.UnsupportedMessage(kind)}, nil
+	}
+	o, err := r.Scheme.New(nexov1alpha1.GroupVersion.WithKind(kind))
+	if err != nil {
+		return nil, nil, err
+	}
+	obj := o.(nexov1alpha1.Object)
+	if b, err := r.get(ctx, ns, kind, name, where, obj); b != nil || err != nil {
+		return nil, b, err
+	}
+	return obj, notReady(obj, kind, name, where), nil
+}
+
+func specOf(obj nexov1alpha1.Object) any {
+	return reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface()
+}
+
+// collectSecrets adds the Secrets an object references to res.secretNames.
+func (r *ProxyReconciler) collectSecrets(res *resolved, ns string, obj nexov1alpha1.Object) {
+	add := func(name string) {
+		if name != "" {
+			res.secretNames = append(res.secretNames, types.NamespacedName{Namespace: ns, Name: name})
+		}
+	}
+	targetCA := func(t nexov1alpha1.Target) {
+		if t.TLS != nil && t.TLS.CASecretRef != nil {
+			add(t.TLS.CASecretRef.Name)
+		}
+	}
+	switch o := obj.(type) {
+	case *nexov1alpha1.NexoProxy:
+		targetCA(o.Spec.Upstream)
+		if o.Spec.TLS != nil {
+			add(o.Spec.TLS.SecretRef.Name)
+			if o.Spec.TLS.ClientCASecretRef != nil {
+				add(o.Spec.TLS.ClientCASecretRef.Name)
+			}
+		}
+	case *nexov1alpha1.NexoRouter:
+		for _, t := range o.Spec.Targets {
+			targetCA(t)
+		}
+	case *nexov1alpha1.NexoTrafficSplit:
+		for _, t := range o.Spec.Targets {
+			targetCA(t.Target)
+		}
+	case *nexov1alpha1.NexoAuthPolicy:
+		for _, m := range o.Spec.Mappings {
+			add(m.CredentialsSecretRef.Name)
+		}
+	case *nexov1alpha1.NexoPIIMasking:
+		if o.Spec.HashSaltSecretRef != nil {
+			add(o.Spec.HashSaltSecretRef.Name)
+		}
+	case *nexov1alpha1.NexoTracing:
+		if o.Spec.HeadersSecretRef != nil {
+			add(o.Spec.HeadersSecretRef.Name)
+		}
+	case *nexov1alpha1.NexoAuditLog:
+		if o.Spec.Sink.AuthSecretRef != nil {
+			add(o.Spec.Sink.AuthSecretRef.Name)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+)
+
+// Field indexes on every reference, so a change re-queues exactly the proxies that use it.
+const (
+	indexProxyPipeline = "spec.pipelineRef.name"
+	indexProxyProfile  = "spec.profileRef.name"
+	indexProxyLicense  = "spec.licenseRef.name"
+	indexProxyObserve  = "spec.observabilityRefs"
+	indexPipelineRefs  = "spec.refs"
+)
+
+func refKey(kind, name string) string { return kind + "/" + name }
+
+func indexProxy(field string) client.IndexerFunc {
+	return func(o client.Object) []string {
+		p := o.(*nexov1alpha1.NexoProxy)
+		switch field {
+		case indexProxyPipeline:
+			return []string{p.Spec.PipelineRef.Name}
+		case indexProxyProfile:
+			return []string{p.Spec.ProfileRef.Name}
+		case indexProxyLicense:
+			return []string{p.Spec.LicenseRef.Name}
+		}
+		out := make([]string, len(p.Spec.ObservabilityRefs))
+		for i, r := range p.Spec.ObservabilityRefs {
+			out[i] = refKey(r.Kind, r.Name)
+		}
+		return out
+	}
+}
+
+func indexPipeline(o client.Object) []string {
+	refs := PipelineRefs(o.(*nexov1alpha1.NexoPipeline))
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = refKey(r.Kind, r.Name)
+	}
+	return out
+}
+
+// proxiesWhere lists the proxies in ns whose index field has value.
+func (r *ProxyReconciler) proxiesWhere(ctx context.Context, ns, field, value string) []reconcile.Request {
+	var list nexov1alpha1.NexoProxyList
+	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i, p := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}}
+	}
+	return out
+}
+
+// proxiesForComponent maps a changed pipeline step, router or observability object to proxies.
+func (r *ProxyReconciler) proxiesForComponent(kind string) func(context.Context, client.Object) []reconcile.Request {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		switch kind {
+		case "NexoPipeline":
+			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyPipeline, o.GetName())
+		case "NexoDeploymentProfile":
+			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyProfile, o.GetName())
+		case "NexoLicense":
+			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyLicense, o.GetName())
+		case "NexoMetrics", "NexoTracing", "NexoAuditLog", "NexoAccessLog":
+			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyObserve, refKey(kind, o.GetName()))
+		}
+		var pipelines nexov1alpha1.NexoPipelineList
+		if err := r.List(ctx, &pipelines, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexPipelineRefs: refKey(kind, o.GetName())}); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, p := range pipelines.Items {
+			out = append(out, r.proxiesWhere(ctx, p.Namespace, indexProxyPipeline, p.Name)...)
+		}
+		return out
+	}
+}
+
+// proxiesSharingLicense re-queues a created or deleted proxy's license siblings, whose place
+// within the license's maxProxies may have changed.
+func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyLicense, o.(*nexov1alpha1.NexoProxy).Spec.LicenseRef.Name)
+}
+
+// readinessChanged passes events that can change what a proxy resolves: create, delete, a spec,
+// label or annotation change, or a change of the Ready condition (not other status churn).
+func readinessChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+			return true
+		}
+		oldObj, ok1 := e.ObjectOld.(nexov1alpha1.Object)
+		newObj, ok2 := e.ObjectNew.(nexov1alpha1.Object)
+		if !ok1 || !ok2 {
+			return true
+		}
+		a := meta.FindStatusCondition(oldObj.NexoStatus().Conditions, nexov1alpha1.ConditionReady)
+		b := meta.FindStatusCondition(newObj.NexoStatus().Conditions, nexov1alpha1.ConditionReady)
+		if (a == nil) != (b == nil) {
+			return true
+		}
+		return a != nil && (a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message || a.ObservedGeneration != b.ObservedGeneration)
+	}}
+}
+
+// secretUsers remembers which Secrets each proxy's last resolution read, so a Secret change
+// re-queues exactly those proxies. Secret references are spread over many kinds (TLS, CAs,
+// credentials, salts, pull secrets), so this is kept from resolution rather than indexed.
+type secretUsers struct {
+	mu      sync.Mutex
+	byProxy map[types.NamespacedName][]types.NamespacedName
+	users   map[types.NamespacedName]map[types.NamespacedName]bool
+}
+
+func (s *secretUsers) set(proxy types.NamespacedName, secrets []types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users == nil {
+		s.byProxy, s.users = map[types.NamespacedName][]types.NamespacedName{}, map[types.NamespacedName]map[types.NamespacedName]bool{}
+	}
+	for _, old := range s.byProxy[proxy] {
+		delete(s.users[old], proxy)
+	}
+	s.byProxy[proxy] = secrets
+	for _, sec := range secrets {
+		if s.users[sec] == nil {
+			s.users[sec] = map[types.NamespacedName]bool{}
+		}
+		s.users[sec][proxy] = true
+	}
+}
+
+func (s *secretUsers) proxiesFor(_ context.Context, secret client.Object) []reconcile.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []reconcile.Request
+	for p := range s.users[types.NamespacedName{Namespace: secret.GetNamespace(), Name: secret.GetName()}] {
+		out = append(out, reconcile.Request{NamespacedName: p})
+	}
+	return out
+}

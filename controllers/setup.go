@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+// Options configure every controller.
+type Options struct {
+	OperatorNamespace string
+	Keys              *TrustedKeys
+	RequireSignatures bool
+	LicenseKeys       map[string]ed25519.PublicKey
+	// Now is the clock for license expiry; time.Now when nil.
+	Now func() time.Time
+}
+
+// Setup registers one controller per reconciled kind of the catalog, and none for schema-only
+// kinds. It returns the registered kinds.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	keyEvents := map[string]chan event.GenericEvent{}
+	var registered []string
+	for _, k := range catalog.Kinds {
+		if k.Support != catalog.Reconciled {
+			continue
+		}
+		ch := make(chan event.GenericEvent, 1024)
+		keyEvents[k.Kind] = ch
+		var err error
+		switch k.Kind {
+		case "NexoProxy":
+			err = (&ProxyReconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				OperatorNamespace: opts.OperatorNamespace, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures,
+				Now: opts.Now, KeysChanged: ch,
+			}).SetupWithManager(ctx, mgr)
+		case "NexoLicense":
+			err = (&LicenseReconciler{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), LicenseKeys: opts.LicenseKeys,
+				Keys: opts.Keys, RequireSignatures: opts.RequireSignatures, Now: opts.Now, KeysChanged: ch,
+			}).SetupWithManager(ctx, mgr)
+		default:
+			kind := k
+			err = (&ComponentReconciler{
+				Client: mgr.GetClient(), Kind: kind, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures, KeysChanged: ch,
+				New: func() nexov1alpha1.Object {
+					o, _ := mgr.GetScheme().New(nexov1alpha1.GroupVersion.WithKind(kind.Kind))
+					return o.(nexov1alpha1.Object)
+				},
+			}).SetupWithManager(mgr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set up %s controller: %w", k.Kind, err)
+		}
+		registered = append(registered, k.Kind)
+	}
+	keys := &keysReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Keys: opts.Keys, events: keyEvents}
+	if err := keys.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return registered, nil
+}
+
+// keysReconciler re-reads the trusted-keys Secret when it changes and re-queues every managed
+// object, whose signature verdict may have changed with it.
+type keysReconciler struct {
+	client.Client
+	APIReader client.Reader
+	Keys      *TrustedKeys
+	events    map[string]chan event.GenericEvent
+}
+
+func (r *keysReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	isKeys := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.Keys.Secret.Namespace && o.GetName() == r.Keys.Secret.Name
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("trusted-keys").
+		WatchesMetadata(&corev1.Secret{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(isKeys)).
+		Complete(r)
+}
+
+func (r *keysReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	changed, err := r.Keys.Load(ctx, r.APIReader)
+	if err != nil || !changed {
+		return ctrl.Result{}, err
+	}
+	for kind, ch := range r.events {
+		o, err := r.Scheme().New(nexov1alpha1.GroupVersion.WithKind(kind + "List"))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		list := o.(client.ObjectList)
+		if err := r.List(ctx, list, client.MatchingLabels{signature.ManagedByLabel: signature.ManagedByControlPlane}); err != nil {
+			return ctrl.Result{}, err
+		}
+		items, err := apimeta.ExtractList(list)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		for _, it := range items {
+			ch <- event.GenericEvent{Object: it.(client.Object)}
+		}
+	}
+	return ctrl.Result{}, nil
+}
