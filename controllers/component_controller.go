@@ -105,3 +105,12 @@ func checkSignature(obj nexov1alpha1.Object, keys *TrustedKeys, require bool) *i
 	setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionFalse, bad.reason, bad.message)
 	return bad
 }
+
+// SignatureVerdict applies the signature check to obj (setting SignatureValid where it applies)
+// and returns the failure reason, or "" when obj may be used.
+func SignatureVerdict(obj nexov1alpha1.Object, keys *TrustedKeys, require bool) string {
+	if bad := checkSignature(obj, keys, require); bad != nil {
+		return bad.reason
+	}
+	return ""
+}

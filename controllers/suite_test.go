@@ -80,7 +80,7 @@ func startOperator(licenseKeyFile string) (*runningOperator, error) {
 	o.cancel = cancel
 	mgr, _, err := operator.New(ctx, cfg, operator.Config{
 		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
-		WatchNamespaces: watched, TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{licenseKeyFile},
+		WatchNamespaces: watched, TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{licenseKeyFile}, SkipNameValidation: true,
 	})
 	if err != nil {
 		cancel()

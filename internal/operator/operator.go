@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -41,6 +42,9 @@ type Config struct {
 	TrustedKeysSecret string
 	// LicenseKeyFiles add trusted license-signing public keys to the ones shipped in the build.
 	LicenseKeyFiles []string
+	// SkipNameValidation lets several operators run in one process (tests and benchmarks that
+	// restart the operator); controller-runtime otherwise refuses repeated controller names.
+	SkipNameValidation bool
 }
 
 // Scheme holds the built-in kinds and the nexo.io kinds.
@@ -100,6 +104,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        "nexo-operator.nexo.io",
 		LeaderElectionNamespace: cfg.OperatorNamespace,
+		Controller:              ctrlconfig.Controller{SkipNameValidation: &cfg.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, nil, err
