@@ -56,3 +56,10 @@ test: cluster-tools ## Run every test against a real API server (builds the clus
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Benchmark
+
+BENCH_N ?= 1000
+.PHONY: bench
+bench: cluster-tools build ## Benchmark the operator on the full local cluster (BENCH_N proxies) and print the numbers.
+	go run ./hack/bench -n $(BENCH_N) -operator $(BIN)/operator

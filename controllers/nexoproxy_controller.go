@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -53,6 +54,8 @@ type ProxyReconciler struct {
 	RequireSignatures bool
 	Now               func() time.Time
 	KeysChanged       chan event.GenericEvent
+	// Workers is the number of concurrent reconciles (default 4).
+	Workers int
 
 	secrets secretUsers
 	metrics *proxyMetrics
@@ -71,15 +74,23 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if err := idx.IndexField(ctx, &nexov1alpha1.NexoPipeline{}, indexPipelineRefs, indexPipeline); err != nil {
 		return err
 	}
+	if r.Workers < 1 {
+		r.Workers = 4
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nexoproxies").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
-		Owns(&appsv1.Deployment{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ConfigMap{}).
-		Owns(&corev1.Secret{}, builder.OnlyMetadata).
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(deploymentChanged())).
+		Owns(&corev1.Service{}, builder.WithPredicates(childChanged())).
+		Owns(&corev1.ConfigMap{}, builder.WithPredicates(childChanged())).
+		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
 		Watches(&nexov1alpha1.NexoProxy{}, handler.EnqueueRequestsFromMapFunc(r.proxiesSharingLicense),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }})).
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor)).
 		WatchesRawSource(source.Channel(r.KeysChanged, &handler.EnqueueRequestForObject{}))
 	for _, k := range catalog.Kinds {

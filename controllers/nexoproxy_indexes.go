@@ -2,8 +2,12 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"sync"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,10 +95,62 @@ func (r *ProxyReconciler) proxiesForComponent(kind string) func(context.Context,
 	}
 }
 
-// proxiesSharingLicense re-queues a created or deleted proxy's license siblings, whose place
-// within the license's maxProxies may have changed.
+// proxiesSharingLicense re-queues, when a proxy is deleted, its license siblings that were
+// blocked by maxProxies: a slot may have freed. A new proxy never displaces an older one
+// (proxies count in creation order), so creations need no re-queue.
 func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyLicense, o.(*nexov1alpha1.NexoProxy).Spec.LicenseRef.Name)
+	var list nexov1alpha1.NexoProxyList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexProxyLicense: o.(*nexov1alpha1.NexoProxy).Spec.LicenseRef.Name}); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range list.Items {
+		if c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == ReasonLicenseExhausted {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
+	}
+	return out
+}
+
+// childChanged ignores the creation of a child (the operator just made it) and updates that
+// change nothing but bookkeeping; deletions and real edits (drift) pass.
+func childChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			a, b := e.ObjectOld, e.ObjectNew
+			if a.GetGeneration() != b.GetGeneration() || !maps.Equal(a.GetLabels(), b.GetLabels()) || len(a.GetOwnerReferences()) != len(b.GetOwnerReferences()) {
+				return true
+			}
+			switch oldObj := a.(type) {
+			case *corev1.ConfigMap:
+				return !maps.Equal(oldObj.Data, b.(*corev1.ConfigMap).Data)
+			case *corev1.Service:
+				return !equality.Semantic.DeepEqual(oldObj.Spec, b.(*corev1.Service).Spec)
+			case *appsv1.Deployment:
+				return false // spec edits change the generation; status is deploymentChanged's
+			}
+			return a.GetResourceVersion() != b.GetResourceVersion() // metadata-only Secrets: content may have changed
+		},
+	}
+}
+
+// deploymentChanged is childChanged for the Deployment, plus the status updates that change what
+// the proxy reports: ready or available replicas.
+func deploymentChanged() predicate.Predicate {
+	child := childChanged()
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if child.Update(e) {
+				return true
+			}
+			a, b := e.ObjectOld.(*appsv1.Deployment), e.ObjectNew.(*appsv1.Deployment)
+			// With maxUnavailable 0 every rollout ends with a ready-count change (the surge pod
+			// leaves), so ready/available changes are enough to see it finish.
+			return a.Status.ReadyReplicas != b.Status.ReadyReplicas || a.Status.AvailableReplicas != b.Status.AvailableReplicas
+		},
+	}
 }
 
 // readinessChanged passes events that can change what a proxy resolves: create, delete, a spec,

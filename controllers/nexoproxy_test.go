@@ -207,8 +207,9 @@ func TestTamperedManagedStepFailsStatic(t *testing.T) {
 	if err := k8s.Update(ctx, rl); err != nil {
 		t.Fatal(err)
 	}
-	p := waitProxy(t, ns, time.Minute, "Degraded", func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Status.Phase == nexov1alpha1.ProxyDegraded && p.Status.ObservedGeneration == p.Generation
+	p := waitProxy(t, ns, time.Minute, "Degraded naming the signature failure", func(p *nexov1alpha1.NexoProxy) bool {
+		_, msg := readyReason(p)
+		return p.Status.Phase == nexov1alpha1.ProxyDegraded && strings.Contains(msg, "SignatureMismatch")
 	})
 	reason, msg := readyReason(p)
 	if reason != controllers.ReasonReferenceNotReady || !strings.Contains(msg, "SignatureMismatch") || !strings.Contains(msg, "per-client") {

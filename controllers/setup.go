@@ -28,6 +28,8 @@ type Options struct {
 	LicenseKeys       map[string]ed25519.PublicKey
 	// Now is the clock for license expiry; time.Now when nil.
 	Now func() time.Time
+	// ProxyWorkers is the NexoProxy controller's concurrency (default 4).
+	ProxyWorkers int
 }
 
 // Setup registers one controller per reconciled kind of the catalog, and none for schema-only
@@ -50,7 +52,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error
 			err = (&ProxyReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				OperatorNamespace: opts.OperatorNamespace, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures,
-				Now: opts.Now, KeysChanged: ch,
+				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers,
 			}).SetupWithManager(ctx, mgr)
 		case "NexoLicense":
 			err = (&LicenseReconciler{

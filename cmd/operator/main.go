@@ -24,6 +24,11 @@ func main() {
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in the operator namespace holding trusted signing public keys")
 	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")
 	flag.StringVar(&licenseKeys, "license-public-key", "", "comma-separated PEM files of extra license-signing public keys (the build ships its own)")
+	var qps float64
+	var burst int
+	flag.IntVar(&cfg.ProxyWorkers, "proxy-workers", 4, "NexoProxies reconciled concurrently")
+	flag.Float64Var(&qps, "kube-api-qps", 50, "client-side limit of API requests per second")
+	flag.IntVar(&burst, "kube-api-burst", 100, "client-side burst of API requests")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level, --zap-encoder, ...
 	flag.Parse()
@@ -33,7 +38,9 @@ func main() {
 
 	log := ctrl.Log.WithName("setup")
 	ctx := ctrl.SetupSignalHandler()
-	mgr, kinds, err := operator.New(ctx, ctrl.GetConfigOrDie(), cfg)
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS, restConfig.Burst = float32(qps), burst
+	mgr, kinds, err := operator.New(ctx, restConfig, cfg)
 	if err != nil {
 		log.Error(err, "cannot build the operator")
 		os.Exit(1)

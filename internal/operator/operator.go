@@ -45,6 +45,8 @@ type Config struct {
 	// SkipNameValidation lets several operators run in one process (tests and benchmarks that
 	// restart the operator); controller-runtime otherwise refuses repeated controller names.
 	SkipNameValidation bool
+	// ProxyWorkers is how many NexoProxies reconcile concurrently (default 4).
+	ProxyWorkers int
 }
 
 // Scheme holds the built-in kinds and the nexo.io kinds.
@@ -85,7 +87,8 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		&corev1.Service{}:    {Label: ours},
 		&appsv1.Deployment{}: {Label: ours},
 	}
-	cacheOpts := cache.Options{ByObject: byObject}
+	// managedFields are never read by the operator and are a large part of every cached object.
+	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 	if len(cfg.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		secretNamespaces := map[string]cache.Config{cfg.OperatorNamespace: {}}
@@ -118,6 +121,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		Keys:              keys,
 		RequireSignatures: cfg.RequireSignatures,
 		LicenseKeys:       licenseKeys,
+		ProxyWorkers:      cfg.ProxyWorkers,
 	})
 	if err != nil {
 		return nil, nil, err

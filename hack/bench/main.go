@@ -1,0 +1,489 @@
+// Command bench measures the nexo-operator on the full local cluster (make bench):
+//
+//  1. N NexoProxies sharing one profile, license and three-step pipeline are created, then the
+//     real operator binary starts; time until all are Ready at their current generation,
+//     reconciles and mutating API calls per proxy (from the operator's own metrics), peak RSS.
+//  2. The shared step is edited; time until every proxy carries the new graph revision.
+//  3. The operator restarts over the converged proxies; its mutating calls are counted.
+//  4. A raw-write baseline creates the same children and status writes with an unthrottled
+//     client and waits for the same Deployments to become Available; the ratio is printed.
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/license"
+	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+const (
+	benchNS    = "bench"
+	baselineNS = "baseline"
+	opNS       = "nexo-system"
+)
+
+var (
+	n       = flag.Int("n", 1000, "number of NexoProxies")
+	workers = flag.Int("workers", 16, "concurrent writers for setup and the baseline")
+	opBin   = flag.String("operator", "bin/operator", "operator binary")
+	pworker = flag.Int("proxy-workers", 8, "operator --proxy-workers")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type result struct {
+	name, value, target string
+}
+
+func run() error {
+	ctx := context.Background()
+	fmt.Printf("starting the full local cluster (4 kwok nodes) for N=%d ...\n", *n)
+	nodes := []testcluster.Node{{Name: "bench-0"}, {Name: "bench-1"}, {Name: "bench-2"}, {Name: "bench-3"}}
+	cl, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full, CRDDirectoryPaths: []string{testcluster.CRDDir()}, Nodes: nodes})
+	if err != nil {
+		return err
+	}
+	defer cl.Stop()
+	c, err := client.New(cl.Config, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		return err
+	}
+	keyFile, err := setup(ctx, c, cl.Dir)
+	if err != nil {
+		return err
+	}
+	var results []result
+	add := func(name, value, target string) {
+		results = append(results, result{name, value, target})
+		fmt.Printf("  %-44s %s\n", name, value)
+	}
+
+	// Idle footprint: the operator with the shared graph but no proxies.
+	idle, err := startOperator(cl, keyFile)
+	if err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	idleRSS := idle.rssKB("VmHWM")
+	idle.stop()
+
+	fmt.Printf("creating %d NexoProxies ...\n", *n)
+	if err := parallel(*n, func(i int) error { return c.Create(ctx, proxy(benchNS, i)) }); err != nil {
+		return err
+	}
+
+	fmt.Println("phase 1: operator converges all proxies")
+	op, err := startOperator(cl, keyFile)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
+	}); err != nil {
+		op.stop()
+		return fmt.Errorf("%w; operator log tail:\n%s", err, op.logTail())
+	}
+	converge := time.Since(start)
+	m, err := op.metrics()
+	if err != nil {
+		return err
+	}
+	peakRSS := op.rssKB("VmHWM")
+	add("convergence time (all Ready)", converge.Round(10*time.Millisecond).String(), "")
+	add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
+	add("mutating API calls per proxy", fmt.Sprintf("%.2f", m.mutating/float64(*n)), "")
+	add("operator peak RSS", fmt.Sprintf("%.1f MiB (idle %.1f MiB)", float64(peakRSS)/1024, float64(idleRSS)/1024), "")
+	add("RSS per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakRSS-idleRSS)/float64(*n)), "≤ 10 KB")
+	add("RSS per proxy (peak / N)", fmt.Sprintf("%.1f KB", float64(peakRSS)/float64(*n)), "")
+
+	fmt.Println("phase 2: edit the shared step")
+	var old string
+	{
+		p := &nexov1alpha1.NexoProxy{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "proxy-0"}, p); err != nil {
+			return err
+		}
+		old = p.Status.GraphRevision
+		rl := &nexov1alpha1.NexoRateLimit{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "per-client"}, rl); err != nil {
+			return err
+		}
+		rl.Spec.OperationsPerSecond++
+		if err := c.Update(ctx, rl); err != nil {
+			return err
+		}
+	}
+	start = time.Now()
+	if err := waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Status.GraphRevision != old && p.Status.GraphRevision != ""
+	}); err != nil {
+		op.stop()
+		return err
+	}
+	add("shared step edit → all proxies on new revision", time.Since(start).Round(10*time.Millisecond).String(), "")
+	_ = waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool { return p.Status.Phase == nexov1alpha1.ProxyReady })
+	time.Sleep(3 * time.Second)
+	op.stop()
+
+	fmt.Println("phase 3: restart the operator over converged proxies")
+	op, err = startOperator(cl, keyFile)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		m, err = op.metrics()
+		if err == nil && m.reconciles >= float64(*n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			op.stop()
+			return fmt.Errorf("restarted operator reconciled %.0f of %d proxies", m.reconciles, *n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if m, err = op.metrics(); err != nil {
+		return err
+	}
+	add("mutating API calls after restart", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), "0")
+	op.stop()
+
+	fmt.Println("phase 4: raw-write baseline (same children + status, unthrottled client)")
+	if err := parallel(*n, func(i int) error { return c.Create(ctx, proxy(baselineNS, i)) }); err != nil {
+		return err
+	}
+	baseline, err := rawBaseline(ctx, c)
+	if err != nil {
+		return err
+	}
+	add("baseline time (same writes, all Available)", baseline.Round(10*time.Millisecond).String(), "")
+	add("convergence / baseline", fmt.Sprintf("%.2fx", converge.Seconds()/baseline.Seconds()), "≤ 1.3x")
+
+	fmt.Printf("\nNexo operator benchmark, N=%d, proxy workers %d\n", *n, *pworker)
+	fmt.Printf("%-48s %-34s %s\n", "measure", "value", "target")
+	for _, r := range results {
+		fmt.Printf("%-48s %-34s %s\n", r.name, r.value, r.target)
+	}
+	return nil
+}
+
+// setup creates the namespaces, the trusted-keys and pull Secrets, and the shared graph.
+func setup(ctx context.Context, c client.Client, dir string) (string, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	keyFile := filepath.Join(dir, "license.pem")
+	if err := os.WriteFile(keyFile, signature.MarshalPublicKey(pub), 0o600); err != nil {
+		return "", err
+	}
+	doc, err := license.Issue(license.Claims{Licensee: "Bench", ExpiresAt: time.Now().Add(24 * time.Hour),
+		Entitlements: []string{"NexoTenantIsolation", "NexoRateLimit", "NexoPIIMasking"}, MaxProxies: int32(*n)}, priv)
+	if err != nil {
+		return "", err
+	}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: baselineNS}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: opNS}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "license", Namespace: benchNS}, Data: map[string][]byte{"license": []byte(doc)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: benchNS}, Data: map[string][]byte{"salt": []byte("x")}},
+		&nexov1alpha1.NexoLicense{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: benchNS},
+			Spec: nexov1alpha1.NexoLicenseSpec{SecretRef: nexov1alpha1.SecretKeyReference{Name: "license", Key: "license"}}},
+		profile(benchNS),
+		&nexov1alpha1.NexoTenantIsolation{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: benchNS},
+			Spec: nexov1alpha1.NexoTenantIsolationSpec{TenantField: "tenantId", Source: nexov1alpha1.TenantSource{Type: "Username"}}},
+		&nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Name: "per-client", Namespace: benchNS},
+			Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 100}},
+		&nexov1alpha1.NexoPIIMasking{ObjectMeta: metav1.ObjectMeta{Name: "mask", Namespace: benchNS},
+			Spec: nexov1alpha1.NexoPIIMaskingSpec{Rules: []nexov1alpha1.MaskingRule{{FieldPattern: "customers.*.ssn", Action: "Redact"}}}},
+		&nexov1alpha1.NexoPipeline{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: benchNS},
+			Spec: nexov1alpha1.NexoPipelineSpec{
+				Request:  []nexov1alpha1.RequestStepRef{{Kind: "NexoTenantIsolation", Name: "tenant"}, {Kind: "NexoRateLimit", Name: "per-client"}},
+				Response: []nexov1alpha1.ResponseStepRef{{Kind: "NexoPIIMasking", Name: "mask"}},
+			}},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return "", fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return keyFile, nil
+}
+
+func profile(ns string) *nexov1alpha1.NexoDeploymentProfile {
+	return &nexov1alpha1.NexoDeploymentProfile{ObjectMeta: metav1.ObjectMeta{Name: "standard", Namespace: ns},
+		Spec: nexov1alpha1.NexoDeploymentProfileSpec{
+			Images:              nexov1alpha1.RuntimeImages{Ingress: "registry.example.com/nexo/ingress:0.2.0", Egress: "registry.example.com/nexo/egress:0.2.0"},
+			StepCatalog:         []nexov1alpha1.StepImage{{Kind: "NexoPIIMasking", Image: "registry.example.com/nexo/pii:0.2.0"}},
+			ImagePullSecrets:    []nexov1alpha1.SecretReference{{Name: "nexo-registry"}},
+			DrainTimeoutSeconds: 30,
+		}}
+}
+
+func proxy(ns string, i int) *nexov1alpha1.NexoProxy {
+	return &nexov1alpha1.NexoProxy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("proxy-%d", i), Namespace: ns},
+		Spec: nexov1alpha1.NexoProxySpec{
+			PipelineRef: nexov1alpha1.LocalObjectReference{Name: "shared"},
+			Upstream:    nexov1alpha1.Target{Name: "primary", Address: "mongo.db.svc:27017"},
+			ProfileRef:  nexov1alpha1.LocalObjectReference{Name: "standard"},
+			LicenseRef:  nexov1alpha1.LocalObjectReference{Name: "bench"},
+			Replicas:    ptr.To[int32](1),
+			Port:        27017,
+		}}
+}
+
+// rawBaseline writes, for every baseline proxy, the children the operator would (ConfigMaps,
+// pull Secret copy, Deployment, Service) and one status write, then waits until every
+// Deployment is Available.
+func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
+	pull := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: "nexo-registry"}, pull); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err := parallel(*n, func(i int) error {
+		p := proxy(baselineNS, i)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		g := &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: profile(baselineNS), OperatorNamespace: opNS,
+			Steps: []render.Component{{Kind: "NexoPIIMasking", Name: "mask", Slot: catalog.SlotResponse}}}
+		objs := []client.Object{}
+		for _, cm := range render.ConfigMaps(g) {
+			objs = append(objs, cm)
+		}
+		objs = append(objs, render.PullSecret(g, pull), render.Deployment(g, "hash", "rev"), render.Service(g))
+		for _, o := range objs {
+			if err := c.Create(ctx, o); err != nil {
+				return err
+			}
+		}
+		p.Status.Phase = nexov1alpha1.ProxyReady
+		return c.Status().Update(ctx, p)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for {
+		var list appsv1.DeploymentList
+		if err := c.List(ctx, &list, client.InNamespace(baselineNS)); err != nil {
+			return 0, err
+		}
+		avail := 0
+		for _, d := range list.Items {
+			if d.Status.AvailableReplicas == 1 && d.Status.ObservedGeneration >= d.Generation {
+				avail++
+			}
+		}
+		if avail == *n {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > 15*time.Minute {
+			return 0, fmt.Errorf("baseline: %d of %d Deployments Available", avail, *n)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func waitProxies(ctx context.Context, c client.Client, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var list nexov1alpha1.NexoProxyList
+		if err := c.List(ctx, &list, client.InNamespace(benchNS)); err != nil {
+			return err
+		}
+		done := 0
+		for i := range list.Items {
+			if ok(&list.Items[i]) {
+				done++
+			}
+		}
+		if done == *n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d proxies done after %s", done, *n, timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func parallel(count int, f func(int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, count)
+	next := make(chan int)
+	for w := 0; w < *workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := 0; i < count; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// operatorProcess is the real operator binary running against the cluster.
+type operatorProcess struct {
+	cmd         *exec.Cmd
+	metricsAddr string
+	logPath     string
+}
+
+func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, error) {
+	mp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	hp, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(cl.Dir, fmt.Sprintf("operator-%d.log", time.Now().UnixNano()))
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	o := &operatorProcess{metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), logPath: logPath}
+	o.cmd = exec.Command(*opBin, "--metrics-bind-address="+o.metricsAddr, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+		"--watch-namespaces="+benchNS, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
+		fmt.Sprintf("--proxy-workers=%d", *pworker), "--kube-api-qps=2000", "--kube-api-burst=4000", "--zap-log-level=error")
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig)
+	o.cmd.Stdout, o.cmd.Stderr = f, f
+	o.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := o.cmd.Start(); err != nil {
+		return nil, err
+	}
+	for i := 0; i < 100; i++ {
+		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", hp)); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return o, nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	o.stop()
+	return nil, fmt.Errorf("operator not ready; log:\n%s", o.logTail())
+}
+
+func (o *operatorProcess) stop() {
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = o.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (o *operatorProcess) logTail() string {
+	data, _ := os.ReadFile(o.logPath)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-20):], "\n")
+}
+
+// rssKB reads a memory field (VmRSS, VmHWM) of the operator process in KiB.
+func (o *operatorProcess) rssKB(field string) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			v, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+type opMetrics struct{ reconciles, mutating float64 }
+
+// metrics scrapes the operator: NexoProxy reconciles and mutating client requests.
+func (o *operatorProcess) metrics() (opMetrics, error) {
+	resp, err := http.Get("http://" + o.metricsAddr + "/metrics")
+	if err != nil {
+		return opMetrics{}, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return opMetrics{}, err
+	}
+	var m opMetrics
+	for _, mf := range families["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range mf.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == "nexoproxies" {
+				m.reconciles += mf.GetCounter().GetValue()
+			}
+		}
+	}
+	for _, mf := range families["rest_client_requests_total"].GetMetric() {
+		for _, l := range mf.GetLabel() {
+			if l.GetName() == "method" && (l.GetValue() == "POST" || l.GetValue() == "PUT" || l.GetValue() == "PATCH" || l.GetValue() == "DELETE") {
+				m.mutating += mf.GetCounter().GetValue()
+			}
+		}
+	}
+	return m, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
