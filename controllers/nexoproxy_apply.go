@@ -79,13 +79,13 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 				if apierrors.IsAlreadyExists(err) {
 					return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 				}
-				return nil, nil, err
+				return nil, nil, &applyError{"create", c.desired, err}
 			}
 			c.existing = c.desired
 		case !c.inSync():
 			c.correct()
 			if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
-				return nil, nil, err
+				return nil, nil, &applyError{"update", c.desired, err}
 			}
 		}
 	}
@@ -119,19 +119,35 @@ func (r *ProxyReconciler) lookup(ctx context.Context, proxy *nexov1alpha1.NexoPr
 	return nil, nil
 }
 
-func conflictMessage(o client.Object) string {
-	kind := fmt.Sprintf("%T", o)
+// applyError is an API error met while writing a child.
+type applyError struct {
+	verb string
+	obj  client.Object
+	err  error
+}
+
+func (e *applyError) Error() string {
+	return fmt.Sprintf("cannot %s %s %s: %v", e.verb, kindOf(e.obj), e.obj.GetName(), e.err)
+}
+
+func (e *applyError) Unwrap() error { return e.err }
+
+func kindOf(o client.Object) string {
 	switch o.(type) {
 	case *appsv1.Deployment:
-		kind = "Deployment"
+		return "Deployment"
 	case *corev1.Service:
-		kind = "Service"
+		return "Service"
 	case *corev1.ConfigMap:
-		kind = "ConfigMap"
+		return "ConfigMap"
 	case *corev1.Secret:
-		kind = "Secret"
+		return "Secret"
 	}
-	return fmt.Sprintf("%s %s already exists and is not owned by this NexoProxy; it is left untouched: rename the proxy or remove that object", kind, o.GetName())
+	return fmt.Sprintf("%T", o)
+}
+
+func conflictMessage(o client.Object) string {
+	return fmt.Sprintf("%s %s already exists and is not owned by this NexoProxy; it is left untouched: rename the proxy or remove that object", kindOf(o), o.GetName())
 }
 
 func labelsSubset(desired, existing client.Object) bool {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -34,6 +35,7 @@ const (
 	ReasonMissingEntitlement = "MissingEntitlement"
 	ReasonLicenseExhausted   = "LicenseExhausted"
 	ReasonConflict           = "Conflict"
+	ReasonApplyFailed        = "ApplyFailed"
 	ReasonBlocked            = "Blocked"
 	ReasonPassed             = "Passed"
 	ReasonAvailable          = "Available"
@@ -121,6 +123,13 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	before := proxy.DeepCopy()
 	result, err := r.reconcilePhases(ctx, proxy)
+	if err != nil && r.applyFailed(proxy, err) {
+		// The failure is on status for people; the error makes controller-runtime back off.
+		if werr := writeStatus(ctx, r.Client, before, proxy); werr != nil {
+			logf.FromContext(ctx).Error(werr, "cannot record the apply failure")
+		}
+		return ctrl.Result{}, err
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -130,6 +139,24 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	return result, nil
+}
+
+// applyFailed records an API error met while writing the children (ReasonApplyFailed) and
+// reports whether it did; errors while reading are left to the retry alone.
+func (r *ProxyReconciler) applyFailed(proxy *nexov1alpha1.NexoProxy, err error) bool {
+	var ae *applyError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	msg := ae.Error() + "; retrying with backoff"
+	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ReasonApplyFailed, msg)
+	setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonApplyFailed, msg)
+	if proxy.Status.GraphRevision != "" {
+		proxy.Status.Phase = nexov1alpha1.ProxyDegraded
+	} else {
+		proxy.Status.Phase = nexov1alpha1.ProxyFailed
+	}
+	return true
 }
 
 func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (ctrl.Result, error) {

@@ -440,3 +440,33 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyErrorsSurfaceOnStatus(t *testing.T) {
+	ns := "nodeport"
+	ctx := context.Background()
+	taken := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "someone-else", Namespace: ns}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "x"},
+		Ports: []corev1.ServicePort{{Port: 80, NodePort: 30017}},
+	}}
+	if err := k8s.Create(ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	applyGraph(t, ns, validLicense(t), func(kind string, u *unstructured.Unstructured) bool {
+		if kind == "NexoProxy" {
+			_ = unstructured.SetNestedField(u.Object, map[string]any{"enabled": true, "nodePort": int64(30017)}, "spec", "localAccess")
+		}
+		return true
+	})
+	p := waitProxy(t, ns, time.Minute, "ApplyFailed", hasReason(controllers.ReasonApplyFailed))
+	if _, msg := readyReason(p); !strings.Contains(msg, "Service "+proxyName) || !strings.Contains(msg, "30017") {
+		t.Errorf("message must name the Service and the port: %s", msg)
+	}
+	if err := k8s.Delete(ctx, taken); err != nil {
+		t.Fatal(err)
+	}
+	p = waitProxy(t, ns, 2*time.Minute, "Ready once the port is free", isReady)
+	svc := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName}, svc); err != nil || svc.Spec.Type != corev1.ServiceTypeNodePort || svc.Spec.Ports[0].NodePort != 30017 {
+		t.Errorf("service %+v (%v)", svc.Spec, err)
+	}
+}

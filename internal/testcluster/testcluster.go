@@ -126,6 +126,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	// envtest's default Service range is a /24; benchmarks create a Service per proxy.
+	c.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("start envtest control plane: %w", err)
 	}
