@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/render"
@@ -83,6 +84,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			}
 			c.existing = c.desired
 		case !c.inSync():
+			logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", kindOf(c.desired), "name", c.desired.GetName())
 			c.correct()
 			if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
 				return nil, nil, &applyError{"update", c.desired, err}
@@ -191,14 +193,36 @@ func serviceInSync(desired, existing *corev1.Service) bool {
 		desired.Spec.Type == existing.Spec.Type &&
 		len(desired.Spec.Ports) == len(existing.Spec.Ports) &&
 		equality.Semantic.DeepEqual(desired.Spec.Selector, existing.Spec.Selector) &&
-		equality.Semantic.DeepDerivative(desired.Spec.Ports, existing.Spec.Ports)
+		equality.Semantic.DeepDerivative(portsKeepingAllocated(desired, existing), existing.Spec.Ports)
 }
 
-// correctService sets the fields the operator owns and leaves the allocated ones (clusterIP).
+// portsKeepingAllocated returns the desired ports, where a port the operator does not pin keeps
+// the node port the API server allocated to it. (DeepDerivative ignores unset strings and
+// pointers, but not a zero nodePort.)
+func portsKeepingAllocated(desired, existing *corev1.Service) []corev1.ServicePort {
+	ports := make([]corev1.ServicePort, len(desired.Spec.Ports))
+	copy(ports, desired.Spec.Ports)
+	if desired.Spec.Type != corev1.ServiceTypeNodePort || existing.Spec.Type != corev1.ServiceTypeNodePort {
+		return ports
+	}
+	for i := range ports {
+		if ports[i].NodePort == 0 {
+			for _, e := range existing.Spec.Ports {
+				if e.Name == ports[i].Name {
+					ports[i].NodePort = e.NodePort
+				}
+			}
+		}
+	}
+	return ports
+}
+
+// correctService sets the fields the operator owns and leaves the allocated ones (clusterIP,
+// node ports it does not pin).
 func correctService(desired, existing *corev1.Service) {
+	existing.Spec.Ports = portsKeepingAllocated(desired, existing)
 	existing.Spec.Type = desired.Spec.Type
 	existing.Spec.Selector = desired.Spec.Selector
-	existing.Spec.Ports = desired.Spec.Ports
 	if desired.Spec.Type == corev1.ServiceTypeClusterIP {
 		existing.Spec.ExternalTrafficPolicy = ""
 	}
