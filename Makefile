@@ -19,13 +19,24 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./internal/operator/... output:rbac:artifacts:config=config/rbac
 	go run ./hack/crdmeta
 
+.PHONY: chart
+chart: manifests ## Copy CRDs and operator RBAC from config/ into charts/nexo-edge.
+	go run ./hack/genpkg chart
+
+.PHONY: bundle
+bundle: manifests ## Generate the OLM bundle, bundle.Dockerfile and the file-based catalog from config/ (through a temp dir).
+	go run ./hack/genpkg bundle
+
+GENERATED := api config docs charts bundle bundle.Dockerfile olm PROJECT
+
 .PHONY: verify-generated
-verify-generated: generate manifests ## Fail when generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config docs)" ]; then \
-	  echo "generated files are stale; run 'make generate manifests' and commit:"; \
-	  git status --porcelain -- api config docs; git --no-pager diff --stat -- api config docs; exit 1; fi
+verify-generated: generate manifests chart bundle ## Fail when any generated file differs from what is committed.
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+	  echo "generated files are stale; run 'make generate manifests chart bundle' and commit:"; \
+	  git status --porcelain -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); exit 1; fi
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)

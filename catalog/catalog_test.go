@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -193,5 +194,88 @@ func TestOneSamplePerKind(t *testing.T) {
 		if _, ok := seen[k.Kind]; !ok {
 			t.Errorf("no sample for %s in config/samples", k.Kind)
 		}
+	}
+}
+
+// TestOperatorRBACMatchesCatalog checks the literal resource list of the RBAC markers against
+// the catalog: the operator may read exactly the reconciled kinds and write their status.
+func TestOperatorRBACMatchesCatalog(t *testing.T) {
+	raw, err := os.ReadFile("../config/rbac/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, wantStatus []string
+	for _, k := range catalog.Kinds {
+		if k.Support == catalog.Reconciled {
+			want = append(want, k.Plural)
+			wantStatus = append(wantStatus, k.Plural+"/status")
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(wantStatus)
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var role struct {
+			Kind  string `json:"kind"`
+			Rules []struct {
+				APIGroups []string `json:"apiGroups"`
+				Resources []string `json:"resources"`
+			} `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil || role.Kind != "ClusterRole" {
+			continue
+		}
+		var got, gotStatus []string
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, catalog.Group) {
+				for _, res := range r.Resources {
+					if strings.HasSuffix(res, "/status") {
+						gotStatus = append(gotStatus, res)
+					} else {
+						got = append(got, res)
+					}
+				}
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(gotStatus)
+		if !slices.Equal(got, want) || !slices.Equal(gotStatus, wantStatus) {
+			t.Errorf("operator RBAC on nexo.io:\n  %v\n  %v\nwant the reconciled kinds:\n  %v\n  %v", got, gotStatus, want, wantStatus)
+		}
+		return
+	}
+	t.Fatal("no ClusterRole in config/rbac/role.yaml")
+}
+
+// TestFileBasedCatalogMatchesBundle checks olm/catalog against the catalog: one package, its
+// default channel, one bundle with a gvk per kind.
+func TestFileBasedCatalogMatchesBundle(t *testing.T) {
+	raw, err := os.ReadFile("../olm/catalog/nexo-operator/catalog.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]int{}
+	gvks := 0
+	for _, doc := range strings.Split(string(raw), "\n---") {
+		var obj struct {
+			Schema         string `json:"schema"`
+			DefaultChannel string `json:"defaultChannel"`
+			Properties     []struct {
+				Type string `json:"type"`
+			} `json:"properties"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Schema != "" {
+			schemas[obj.Schema]++
+		}
+		for _, p := range obj.Properties {
+			if p.Type == "olm.gvk" {
+				gvks++
+			}
+		}
+	}
+	if schemas["olm.package"] != 1 || schemas["olm.channel"] != 1 || schemas["olm.bundle"] != 1 || gvks != len(catalog.Kinds) {
+		t.Errorf("file-based catalog has %v and %d gvks", schemas, gvks)
 	}
 }

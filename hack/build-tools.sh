@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local test cluster from the Go module proxy into bin/:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm
 # (+ kwok's Stage manifests). Each build is pinned by its tools module under hack/tools/<group>
 # and skipped when bin/ already holds a binary stamped with the same go.mod/go.sum digest.
 # When KUBEBUILDER_ASSETS is set (a user with setup-envtest), etcd and kube-apiserver come from
@@ -11,16 +11,25 @@ bin="$root/bin"
 mkdir -p "$bin/.stamps"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
-# build GROUP NAME PACKAGE: go build PACKAGE from hack/tools/GROUP into bin/NAME unless stamped.
+# The Kubernetes binaries report their real version (Helm's kubeVersion check and nexoctl
+# preflight read it); without these flags they say v0.0.0-master.
+k8s_version=v1.37.2
+k8s_ldflags="-s"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=37 -X $pkg.gitTreeState=clean"
+done
+
+# build GROUP NAME PACKAGE [LDFLAGS]: go build PACKAGE from hack/tools/GROUP into bin/NAME unless
+# bin/NAME is stamped with the same module digest and flags.
 build() {
-  local group=$1 name=$2 pkg=$3 dir="$root/hack/tools/$1"
-  local stamp; stamp=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -c1-16)
+  local group=$1 name=$2 pkg=$3 ldflags=${4:--s} dir="$root/hack/tools/$1"
+  local stamp; stamp=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-16)
   if [[ -x "$bin/$name" && "$(cat "$bin/.stamps/$name" 2>/dev/null)" == "$stamp" ]]; then
     echo "hack/build-tools: $name is up to date"; return
   fi
   echo "hack/build-tools: building $name ($group tools module; the first build takes minutes)"
   local start=$SECONDS
-  (cd "$dir" && go build -trimpath -ldflags=-s -o "$bin/$name" "$pkg")
+  (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$bin/$name" "$pkg")
   echo "$stamp" > "$bin/.stamps/$name"
   echo "hack/build-tools: built $name in $((SECONDS - start))s"
 }
@@ -29,13 +38,14 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
   echo "hack/build-tools: KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS provides etcd and kube-apiserver"
 else
   build etcd etcd .
-  build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+  build kubernetes kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 fi
 if [[ "${1:-}" != "--envtest-only" ]]; then
-  build kubernetes kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
-  build kubernetes kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
-  build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl
+  build kubernetes kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
+  build kubernetes kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$k8s_ldflags"
+  build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
   build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+  build helm helm helm.sh/helm/v3/cmd/helm
   # kwok refuses to start without Stage objects; the module ships them as YAML.
   kwokdir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   mkdir -p "$bin/kwok-stages"

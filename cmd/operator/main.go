@@ -19,7 +19,8 @@ func main() {
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so several replicas can run")
-	flag.StringVar(&watch, "watch-namespaces", "", "comma-separated namespaces to reconcile; empty means all")
+	// OLM passes its OperatorGroup's target namespaces through WATCH_NAMESPACES.
+	flag.StringVar(&watch, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to reconcile; empty means all (default $WATCH_NAMESPACES)")
 	flag.BoolVar(&cfg.RequireSignatures, "require-signatures", false, "refuse every Nexo object that is not signed by a trusted key")
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in the operator namespace holding trusted signing public keys")
 	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")

@@ -1,0 +1,22 @@
+package controllers
+
+// RBAC the operator needs, as kubebuilder markers; `make manifests` generates
+// config/rbac/role.yaml from them. Each rule is justified in docs/rbac.md.
+//
+// Nexo kinds: the reconciled ones are read and their status written; schema-only kinds are only
+// listed (preflight-style reporting never needs more).
+// +kubebuilder:rbac:groups=nexo.io,resources=nexoproxies;nexopipelines;nexodeploymentprofiles;nexolicenses;nexorouters;nexotrafficsplits;nexotenantisolations;nexoratelimits;nexocommandpolicies;nexoauthpolicies;nexopiimaskings;nexoresponselimits;nexoconnectionpools;nexoconnectionlimits;nexometrics;nexotracings;nexoauditlogs;nexoaccesslogs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nexo.io,resources=nexoproxies/status;nexopipelines/status;nexodeploymentprofiles/status;nexolicenses/status;nexorouters/status;nexotrafficsplits/status;nexotenantisolations/status;nexoratelimits/status;nexocommandpolicies/status;nexoauthpolicies/status;nexopiimaskings/status;nexoresponselimits/status;nexoconnectionpools/status;nexoconnectionlimits/status;nexometrics/status;nexotracings/status;nexoauditlogs/status;nexoaccesslogs/status,verbs=get;update;patch
+//
+// Generated children of a NexoProxy, in the proxy's namespace.
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+//
+// Secrets: read referenced ones (TLS, CAs, credentials, license, trusted keys, pull secrets) and
+// write the proxy's copies of pull secrets. Copies are created in proxy namespaces, which can be
+// any namespace, so this cannot be narrowed to one namespace by RBAC; the operator only ever
+// updates Secrets it controls (owner reference) and never deletes any (garbage collection does).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+//
+// Leader election (in the operator namespace; see config/rbac/leader_election_role.yaml) and
+// events are namespaced and granted separately.

@@ -1,0 +1,132 @@
+// Package packaging_test checks the generated packaging: the OLM bundle against the
+// operator-framework validators, the Helm chart with the real Helm CLI and SDK, and the kustomize
+// tree against a real API server.
+package packaging_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/operator-framework/api/pkg/manifests"
+	"github.com/operator-framework/api/pkg/validation"
+
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+)
+
+// TestBundleValidates runs the suites `operator-sdk bundle validate` runs by default and with
+// --select-optional suite=operatorframework (OperatorHub, capabilities, categories) plus the
+// good-practices suite: no errors and no warnings allowed.
+func TestBundleValidates(t *testing.T) {
+	bundle := loadBundle(t, filepath.Join(testcluster.RepoRoot(), "bundle"))
+	if bundle.CSV == nil || len(bundle.V1CRDs) != len(catalog.Kinds) {
+		t.Fatalf("bundle has CSV=%v and %d CRDs, want 24", bundle.CSV != nil, len(bundle.V1CRDs))
+	}
+	validators := validation.DefaultBundleValidators.WithValidators(
+		validation.OperatorHubV2Validator,
+		validation.StandardCapabilitiesValidator,
+		validation.StandardCategoriesValidator,
+		validation.GoodPracticesValidator,
+		validation.ObjectValidator,
+	)
+	objs := []any{bundle, bundle.CSV}
+	for _, crd := range bundle.V1CRDs {
+		objs = append(objs, crd)
+	}
+	results := validators.Validate(objs...)
+	var nErr, nWarn int
+	for _, r := range results {
+		for _, e := range r.Errors {
+			nErr++
+			t.Errorf("error (%s): %s", r.Name, e.Error())
+		}
+		for _, w := range r.Warnings {
+			nWarn++
+			t.Errorf("warning (%s): %s", r.Name, w.Error())
+		}
+	}
+	t.Logf("bundle validation: %d results, %d errors, %d warnings", len(results), nErr, nWarn)
+
+	owned := bundle.CSV.Spec.CustomResourceDefinitions.Owned
+	if len(owned) != len(catalog.Kinds) {
+		t.Fatalf("CSV owns %d CRDs, want %d", len(owned), len(catalog.Kinds))
+	}
+	for i, k := range catalog.Kinds {
+		if owned[i].Kind != k.Kind || owned[i].Name != k.CRDName() || owned[i].DisplayName == "" || owned[i].Description == "" {
+			t.Errorf("owned[%d] = %+v, want %s with display name and description", i, owned[i], k.Kind)
+		}
+	}
+	if bundle.CSV.Spec.Version.String() != catalog.BuildVersion {
+		t.Errorf("CSV version %s, want %s", bundle.CSV.Spec.Version, catalog.BuildVersion)
+	}
+}
+
+// loadBundle reads a bundle directory into the object GetBundleFromDir builds. (The library's
+// loader decodes every file twice with one decoder after seeking back, which apimachinery
+// v0.37's YAML decoder does not support: the second decode sees EOF.)
+func loadBundle(t *testing.T, dir string) *manifests.Bundle {
+	t.Helper()
+	b := &manifests.Bundle{}
+	files, err := filepath.Glob(filepath.Join(dir, "manifests", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size += int64(len(raw))
+		_, _ = zw.Write(raw)
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		b.Objects = append(b.Objects, u)
+		switch u.GetKind() {
+		case "ClusterServiceVersion":
+			b.CSV = &operatorsv1alpha1.ClusterServiceVersion{}
+			if err := yaml.UnmarshalStrict(raw, b.CSV); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			b.Name = b.CSV.Name
+		case "CustomResourceDefinition":
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			b.V1CRDs = append(b.V1CRDs, crd)
+		default:
+			t.Errorf("unexpected %s in bundle manifests", u.GetKind())
+		}
+	}
+	_ = zw.Close()
+	b.Size, b.CompressedSize = size, int64(gz.Len())
+	var ann manifests.AnnotationsFile
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata", "annotations.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &ann); err != nil {
+		t.Fatal(err)
+	}
+	b.Package = ann.Annotations.PackageName
+	b.Channels = strings.Split(ann.Annotations.Channels, ",")
+	b.DefaultChannel = ann.Annotations.DefaultChannelName
+	if b.Package != "nexo-operator" || b.DefaultChannel == "" {
+		t.Errorf("annotations: package %q default channel %q", b.Package, b.DefaultChannel)
+	}
+	return b
+}

@@ -1,0 +1,185 @@
+package packaging_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+)
+
+var chartDir = filepath.Join(testcluster.RepoRoot(), "charts", "nexo-edge")
+
+func helmCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	bin := filepath.Join(testcluster.RepoRoot(), "bin", "helm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("bin/helm missing: run make cluster-tools (%v)", err)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func TestChartLintAndTemplate(t *testing.T) {
+	if out, err := helmCLI(t, "lint", "--strict", chartDir); err != nil {
+		t.Fatalf("helm lint --strict: %v\n%s", err, out)
+	}
+	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-n", "nexo-system", "--kube-version", "1.37.0")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "\nkind: CustomResourceDefinition"); n != len(catalog.Kinds) {
+		t.Errorf("template renders %d CRDs, want %d", n, len(catalog.Kinds))
+	}
+	if n := strings.Count(out, "helm.sh/resource-policy: keep"); n != len(catalog.Kinds) {
+		t.Errorf("%d objects carry the keep policy, want every CRD (%d)", n, len(catalog.Kinds))
+	}
+	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0", "--set", "crds.install=false")
+	if err != nil || strings.Contains(out, "kind: CustomResourceDefinition") {
+		t.Errorf("crds.install=false still renders CRDs (%v)", err)
+	}
+	// A digest wins over the tag.
+	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0",
+		"--set", "operator.image.digest=sha256:"+strings.Repeat("a", 64))
+	if err != nil || !strings.Contains(out, "ghcr.io/nexo-io/nexo-operator@sha256:"+strings.Repeat("a", 64)) {
+		t.Errorf("digest did not replace the tag (%v)", err)
+	}
+}
+
+func TestChartSchemaRejectsBadValues(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("operator:\n  image:\n    repository: x\n    tag: \"bad tag\"\n  replicas: 0\n  logLevel: loud\nbogus: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-f", bad, "--kube-version", "1.37.0")
+	if err == nil {
+		t.Fatal("the schema accepted a bad values file")
+	}
+	for _, want := range []string{"/operator/image/tag", "/operator/replicas", "/operator/logLevel", "additional properties 'bogus' not allowed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("schema error does not mention %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestChartInstallsIntoRestrictedNamespace installs the chart with the Helm SDK onto the full
+// cluster, into a namespace that enforces the restricted Pod Security Standard, and waits for
+// both Deployments: their pods exist only if admission accepted them. Uninstalling keeps the CRDs.
+func TestChartInstallsIntoRestrictedNamespace(t *testing.T) {
+	ctx := context.Background()
+	c, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	scheme := operator.Scheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "nexo-helm"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest",
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	settings := cli.New()
+	settings.KubeConfig = c.Kubeconfig
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	chart, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.Wait, install.Timeout = "nexo-edge", ns, true, 3*time.Minute
+	rel, err := install.Run(chart, map[string]any{})
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s", err, c.LogTail("kube-controller-manager", 20))
+	}
+	for _, name := range []string{"nexo-operator", "nexo-manager"} {
+		pods := &corev1.PodList{}
+		if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": name}); err != nil || len(pods.Items) == 0 {
+			t.Errorf("no %s pods admitted in the restricted namespace (%v)", name, err)
+		}
+	}
+	if strings.Contains(rel.Manifest, "nexo-connect-token\n  data") {
+		t.Error("the release record contains the connect-token Secret")
+	}
+
+	uninstall := action.NewUninstall(cfg)
+	if _, err := uninstall.Run("nexo-edge"); err != nil {
+		t.Fatal(err)
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := k8s.List(ctx, crds, client.HasLabels{catalog.SupportLabel}); err != nil || len(crds.Items) != len(catalog.Kinds) {
+		t.Errorf("after uninstall %d nexo CRDs remain, want all %d (%v)", len(crds.Items), len(catalog.Kinds), err)
+	}
+}
+
+// TestKustomizeDefaultAppliesServerSide builds config/default with the kustomize library and
+// applies every object server-side in dry-run mode against a real API server.
+func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
+	ctx := context.Background()
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(testcluster.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatalf("kustomize build config/default: %v", err)
+	}
+	c, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Envtest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	k8s, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range res.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{Object: m}
+		objs = append(objs, u)
+		if u.GetKind() == "Namespace" { // namespaced objects need it to exist, even in dry-run
+			if err := k8s.Create(ctx, u.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	kinds := map[string]int{}
+	for _, u := range objs {
+		kinds[u.GetKind()]++
+		if err := k8s.Patch(ctx, u, client.Apply, client.FieldOwner("nexo-test"), client.DryRunAll, client.ForceOwnership); err != nil {
+			t.Errorf("server-side dry-run apply of %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+	if kinds["CustomResourceDefinition"] != len(catalog.Kinds) || kinds["Deployment"] != 2 {
+		t.Errorf("config/default has %v", kinds)
+	}
+	t.Logf("kustomize build config/default: %s", fmt.Sprint(kinds))
+}
