@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -26,99 +27,145 @@ const FieldOwner = client.FieldOwner("nexo-operator")
 type child struct {
 	desired  client.Object
 	existing client.Object
-	// cached objects are read from the label-scoped cache; Secrets are read from the API server.
-	cached  bool
-	inSync  func() bool
-	correct func()
-	found   bool
+	// metaOnly children (Secrets) are looked up in the metadata-only cache and compared through
+	// their content-hash annotation; the full object is read only to correct it.
+	metaOnly bool
+	inSync   func() bool
+	correct  func()
+	found    bool
 }
 
-// apply creates or corrects the proxy's children. All names are checked for foreign owners
-// first, so a conflict changes nothing. A converged child costs no write.
+// apply creates or corrects the proxy's children. Lookups use the caches only, so a converged
+// proxy costs no API call and a new one costs only its creates. A name held by someone else is a
+// Conflict: nothing is overwritten, and children this pass created are removed again, so a
+// conflict leaves nothing half-applied.
 func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*appsv1.Deployment, *blocked, error) {
 	g := res.graph
 	var children []*child
 	for _, cm := range render.ConfigMaps(g) {
 		existing := &corev1.ConfigMap{}
-		children = append(children, &child{desired: cm, existing: existing, cached: true,
+		children = append(children, &child{desired: cm, existing: existing,
 			inSync:  func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
 			correct: func() { existing.Data = cm.Data; mergeLabels(cm, existing) }})
 	}
 	for _, src := range res.pullSecrets {
 		s := render.PullSecret(g, src)
 		existing := &corev1.Secret{}
-		children = append(children, &child{desired: s, existing: existing,
+		children = append(children, &child{desired: s, existing: existing, metaOnly: true,
 			inSync: func() bool {
-				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type && labelsSubset(s, existing)
+				return existing.Annotations[render.ContentHashKey] == s.Annotations[render.ContentHashKey] && labelsSubset(s, existing)
 			},
-			correct: func() { existing.Data = s.Data; mergeLabels(s, existing) }})
+			correct: func() {
+				existing.Data, existing.Type = s.Data, s.Type
+				mergeLabels(s, existing)
+				existing.Annotations = s.Annotations
+			}})
 	}
 	dep := render.Deployment(g, configHash, revision)
 	existingDep := &appsv1.Deployment{}
-	depChild := &child{desired: dep, existing: existingDep, cached: true,
+	depChild := &child{desired: dep, existing: existingDep,
 		inSync:  func() bool { return deploymentInSync(dep, existingDep) },
 		correct: func() { existingDep.Spec = dep.Spec; mergeLabels(dep, existingDep) }}
 	children = append(children, depChild)
 	svc := render.Service(g)
 	existingSvc := &corev1.Service{}
-	children = append(children, &child{desired: svc, existing: existingSvc, cached: true,
+	children = append(children, &child{desired: svc, existing: existingSvc,
 		inSync:  func() bool { return serviceInSync(svc, existingSvc) },
 		correct: func() { correctService(svc, existingSvc); mergeLabels(svc, existingSvc) }})
 
-	for _, c := range children {
-		if b, err := r.lookup(ctx, proxy, c); b != nil || err != nil {
-			return nil, b, err
-		}
+	// Names the caches already show as someone else's stop the pass before any write. After a
+	// conflict, the API server is asked too (the caches hold only the operator's own objects), so
+	// a standing conflict does not create and roll back children on every pass.
+	afterConflict := false
+	if c := meta.FindStatusCondition(proxy.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == ReasonConflict {
+		afterConflict = true
 	}
 	for _, c := range children {
-		switch {
-		case !c.found:
+		if err := r.lookup(ctx, c); err != nil {
+			return nil, nil, err
+		}
+		if !c.found && afterConflict {
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.existing); err == nil {
+				c.found = true
+			} else if !apierrors.IsNotFound(err) {
+				return nil, nil, err
+			}
+		}
+		if c.found && !metav1.IsControlledBy(c.existing, proxy) {
+			return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+		}
+	}
+	var created []client.Object
+	for _, c := range children {
+		if !c.found {
 			if err := controllerutil.SetControllerReference(proxy, c.desired, r.Scheme); err != nil {
 				return nil, nil, err
 			}
-			if err := r.Create(ctx, c.desired, FieldOwner); err != nil {
-				if apierrors.IsAlreadyExists(err) {
-					return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
-				}
+			err := r.Create(ctx, c.desired, FieldOwner)
+			if err == nil {
+				created = append(created, c.desired)
+				c.existing = c.desired
+				continue
+			}
+			if !apierrors.IsAlreadyExists(err) {
 				return nil, nil, &applyError{"create", c.desired, err}
 			}
-			c.existing = c.desired
-		case !c.inSync():
-			logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", kindOf(c.desired), "name", c.desired.GetName())
-			c.correct()
-			if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
-				return nil, nil, &applyError{"update", c.desired, err}
+			// The cache had not seen it yet, or it is someone else's: ask the API server.
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.existing); err != nil {
+				return nil, nil, err
 			}
+			if !metav1.IsControlledBy(c.existing, proxy) {
+				r.rollback(ctx, created)
+				return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+			}
+		}
+		if c.inSync() {
+			continue
+		}
+		if c.metaOnly { // the metadata told us it differs; read the object to correct it
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.existing); err != nil {
+				return nil, nil, err
+			}
+		}
+		logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", kindOf(c.desired), "name", c.desired.GetName())
+		c.correct()
+		if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
+			return nil, nil, &applyError{"update", c.desired, err}
 		}
 	}
 	return depChild.existing.(*appsv1.Deployment), nil, nil
 }
 
-// lookup fills c.existing and reports a conflict when the name belongs to someone else.
-func (r *ProxyReconciler) lookup(ctx context.Context, proxy *nexov1alpha1.NexoProxy, c *child) (*blocked, error) {
+// lookup reads a child from the cache: the label-scoped object cache, or for Secrets the
+// metadata-only cache.
+func (r *ProxyReconciler) lookup(ctx context.Context, c *child) error {
 	key := client.ObjectKeyFromObject(c.desired)
 	var err error
-	if c.cached {
-		err = r.Get(ctx, key, c.existing)
-		if apierrors.IsNotFound(err) {
-			// The cache holds only objects with our labels: ask the API server whether an
-			// unlabelled object already uses the name.
-			err = r.APIReader.Get(ctx, key, c.existing)
+	if c.metaOnly {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err = r.Get(ctx, key, m); err == nil {
+			c.existing.(*corev1.Secret).ObjectMeta = m.ObjectMeta
 		}
 	} else {
-		err = r.APIReader.Get(ctx, key, c.existing)
+		err = r.Get(ctx, key, c.existing)
 	}
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return nil
 	}
-	if err != nil {
-		return nil, err
+	c.found = err == nil
+	return err
+}
+
+// rollback deletes the children this pass created (they are the proxy's own, just made) after a
+// conflict was found further on.
+func (r *ProxyReconciler) rollback(ctx context.Context, created []client.Object) {
+	for _, o := range created {
+		uid := o.GetUID()
+		if err := r.Delete(ctx, o, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			logf.FromContext(ctx).Error(err, "cannot roll back a child after a conflict", "kind", kindOf(o), "name", o.GetName())
+		}
 	}
-	if !metav1.IsControlledBy(c.existing, proxy) {
-		return &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
-	}
-	c.found = true
-	return nil, nil
 }
 
 // applyError is an API error met while writing a child.

@@ -261,22 +261,38 @@ func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProx
 	return ctrl.Result{}, nil
 }
 
-// reportWorkload copies the Deployment's replica counts and availability into status.
-func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *appsv1.Deployment) {
+// workload is what a proxy reports about its Deployment.
+type workload struct {
+	replicas, ready, updated int32
+	available                bool
+}
+
+// workloadOf summarises a Deployment: available means current, fully updated and every replica
+// ready, with no surge pod left.
+func workloadOf(dep *appsv1.Deployment) workload {
 	want := int32(1)
 	if dep.Spec.Replicas != nil {
 		want = *dep.Spec.Replicas
 	}
 	s := dep.Status
-	proxy.Status.Replicas, proxy.Status.ReadyReplicas = want, s.ReadyReplicas
-	current := s.ObservedGeneration >= dep.Generation
-	if current && s.UpdatedReplicas == want && s.ReadyReplicas == want && s.AvailableReplicas == want && s.Replicas == want {
+	return workload{
+		replicas: want, ready: s.ReadyReplicas, updated: s.UpdatedReplicas,
+		available: s.ObservedGeneration >= dep.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want &&
+			s.AvailableReplicas == want && s.Replicas == want,
+	}
+}
+
+// reportWorkload copies the Deployment's replica counts and availability into status.
+func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *appsv1.Deployment) {
+	w := workloadOf(dep)
+	proxy.Status.Replicas, proxy.Status.ReadyReplicas = w.replicas, w.ready
+	if w.available {
 		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, ReasonAvailable,
-			fmt.Sprintf("Deployment %s has %d/%d replicas ready and updated", dep.Name, s.ReadyReplicas, want))
+			fmt.Sprintf("Deployment %s has %d/%d replicas ready and updated", dep.Name, w.ready, w.replicas))
 		return
 	}
 	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ReasonProgressing,
-		fmt.Sprintf("Deployment %s: %d/%d replicas ready, %d updated", dep.Name, s.ReadyReplicas, want, s.UpdatedReplicas))
+		fmt.Sprintf("Deployment %s: %d/%d replicas ready, %d updated", dep.Name, w.ready, w.replicas, w.updated))
 }
 
 // checkLicense requires a Ready license that entitles every step kind used and covers this

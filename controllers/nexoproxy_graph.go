@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -102,8 +103,8 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 
 	// Read every referenced Secret; remember them all so their creation re-queues the proxy.
 	for _, s := range res.secretNames {
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, s, secret); err != nil {
+		secret, err := r.readSecret(ctx, s)
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("Secret %s not found in namespace %s", s.Name, s.Namespace), true}, nil
 			}
@@ -114,8 +115,8 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 	for _, ps := range profile.Spec.ImagePullSecrets {
 		key := types.NamespacedName{Namespace: r.OperatorNamespace, Name: ps.Name}
 		res.secretNames = append(res.secretNames, key)
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		secret, err := r.readSecret(ctx, key)
+		if err != nil {
 			if apierrors.IsNotFound(err) {
 				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("image-pull Secret %s (NexoDeploymentProfile %s) not found in the operator namespace %s; installation puts registry credentials there",
 					ps.Name, profile.Name, r.OperatorNamespace), true}, nil
@@ -218,4 +219,25 @@ func (r *ProxyReconciler) collectSecrets(res *resolved, ns string, obj nexov1alp
 			add(o.Spec.Sink.AuthSecretRef.Name)
 		}
 	}
+}
+
+// readSecret returns a Secret's content. The metadata-only informer knows every Secret's current
+// resourceVersion; the content is fetched from the API server only when it moved, so a Secret
+// shared by many proxies is read once, and only referenced Secrets are held in memory.
+func (r *ProxyReconciler) readSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Get(ctx, key, m); err == nil {
+		if cached := r.secrets.content(key, m.ResourceVersion); cached != nil {
+			return cached, nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		return nil, err
+	}
+	r.secrets.store(key, secret)
+	return secret, nil
 }

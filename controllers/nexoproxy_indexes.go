@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -136,7 +137,7 @@ func childChanged() predicate.Predicate {
 }
 
 // deploymentChanged is childChanged for the Deployment, plus the status updates that change what
-// the proxy reports: ready or available replicas.
+// the proxy reports about it (the same summary reportWorkload writes).
 func deploymentChanged() predicate.Predicate {
 	child := childChanged()
 	return predicate.Funcs{
@@ -145,10 +146,7 @@ func deploymentChanged() predicate.Predicate {
 			if child.Update(e) {
 				return true
 			}
-			a, b := e.ObjectOld.(*appsv1.Deployment), e.ObjectNew.(*appsv1.Deployment)
-			// With maxUnavailable 0 every rollout ends with a ready-count change (the surge pod
-			// leaves), so ready/available changes are enough to see it finish.
-			return a.Status.ReadyReplicas != b.Status.ReadyReplicas || a.Status.AvailableReplicas != b.Status.AvailableReplicas
+			return workloadOf(e.ObjectOld.(*appsv1.Deployment)) != workloadOf(e.ObjectNew.(*appsv1.Deployment))
 		},
 	}
 }
@@ -177,10 +175,32 @@ func readinessChanged() predicate.Predicate {
 // secretUsers remembers which Secrets each proxy's last resolution read, so a Secret change
 // re-queues exactly those proxies. Secret references are spread over many kinds (TLS, CAs,
 // credentials, salts, pull secrets), so this is kept from resolution rather than indexed.
+// It also holds the content of those Secrets, keyed by resourceVersion, and drops a Secret's
+// content once no proxy references it.
 type secretUsers struct {
-	mu      sync.Mutex
-	byProxy map[types.NamespacedName][]types.NamespacedName
-	users   map[types.NamespacedName]map[types.NamespacedName]bool
+	mu       sync.Mutex
+	byProxy  map[types.NamespacedName][]types.NamespacedName
+	users    map[types.NamespacedName]map[types.NamespacedName]bool
+	contents map[types.NamespacedName]*corev1.Secret
+}
+
+// content returns the cached Secret if it is at resourceVersion rv.
+func (s *secretUsers) content(key types.NamespacedName, rv string) *corev1.Secret {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.contents[key]; c != nil && c.ResourceVersion == rv {
+		return c
+	}
+	return nil
+}
+
+func (s *secretUsers) store(key types.NamespacedName, secret *corev1.Secret) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.contents == nil {
+		s.contents = map[types.NamespacedName]*corev1.Secret{}
+	}
+	s.contents[key] = secret
 }
 
 func (s *secretUsers) set(proxy types.NamespacedName, secrets []types.NamespacedName) {
@@ -189,16 +209,23 @@ func (s *secretUsers) set(proxy types.NamespacedName, secrets []types.Namespaced
 	if s.users == nil {
 		s.byProxy, s.users = map[types.NamespacedName][]types.NamespacedName{}, map[types.NamespacedName]map[types.NamespacedName]bool{}
 	}
-	for _, old := range s.byProxy[proxy] {
-		delete(s.users[old], proxy)
-	}
-	s.byProxy[proxy] = secrets
 	for _, sec := range secrets {
 		if s.users[sec] == nil {
 			s.users[sec] = map[types.NamespacedName]bool{}
 		}
 		s.users[sec][proxy] = true
 	}
+	for _, old := range s.byProxy[proxy] {
+		if slices.Contains(secrets, old) {
+			continue
+		}
+		delete(s.users[old], proxy)
+		if len(s.users[old]) == 0 { // nobody reads it any more: forget its content too
+			delete(s.users, old)
+			delete(s.contents, old)
+		}
+	}
+	s.byProxy[proxy] = secrets
 }
 
 func (s *secretUsers) proxiesFor(_ context.Context, secret client.Object) []reconcile.Request {

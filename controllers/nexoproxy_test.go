@@ -470,3 +470,39 @@ func TestApplyErrorsSurfaceOnStatus(t *testing.T) {
 		t.Errorf("service %+v (%v)", svc.Spec, err)
 	}
 }
+
+// TestConflictOnLastChildRollsBack puts a foreign Service where the proxy's Service goes: the
+// children created before it in the same pass are removed again, the Service is untouched.
+func TestConflictOnLastChildRollsBack(t *testing.T) {
+	ns := "conflict-svc"
+	ctx := context.Background()
+	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: proxyName, Namespace: ns}, Spec: corev1.ServiceSpec{
+		Selector: map[string]string{"app": "theirs"}, Ports: []corev1.ServicePort{{Port: 80}},
+	}}
+	if err := k8s.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	applyGraph(t, ns, validLicense(t), nil)
+	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(controllers.ReasonConflict))
+	if _, msg := readyReason(p); !strings.Contains(msg, "Service "+proxyName) {
+		t.Errorf("conflict message must name the Service: %s", msg)
+	}
+	got := &corev1.Service{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil || got.ResourceVersion != foreign.ResourceVersion || len(got.OwnerReferences) != 0 {
+		t.Errorf("foreign Service changed: %+v (%v)", got.ObjectMeta, err)
+	}
+	// Nothing of the proxy's stays behind (rolled back; GC is not involved).
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var n int
+		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}} {
+			if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{render.ProxyLabel: proxyName}); err != nil {
+				return false, err
+			}
+			n += meta.LenList(list)
+		}
+		return n == 0, nil
+	})
+	if err != nil {
+		t.Error("children created before the conflict were left behind")
+	}
+}

@@ -267,9 +267,16 @@ func Service(g *Graph) *corev1.Service {
 	return svc
 }
 
+// ContentHashKey annotates a pull-Secret copy with the hash of its type and data, so the copy
+// can be compared with its source from metadata alone.
+const ContentHashKey = "nexo.io/content-hash"
+
 // PullSecret renders a proxy's copy of a profile pull Secret from the operator namespace.
 func PullSecret(g *Graph, source *corev1.Secret) *corev1.Secret {
 	m := meta(g, PullSecretName(g.Proxy.Name, source.Name))
-	m.Annotations = map[string]string{"nexo.io/copied-from": fmt.Sprintf("%s/%s", source.Namespace, source.Name)}
+	m.Annotations = map[string]string{
+		"nexo.io/copied-from": fmt.Sprintf("%s/%s", source.Namespace, source.Name),
+		ContentHashKey:        ConfigHash(nil, map[string]map[string][]byte{string(source.Type): source.Data}),
+	}
 	return &corev1.Secret{ObjectMeta: m, Type: source.Type, Data: source.Data}
 }
