@@ -263,8 +263,8 @@ func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProx
 
 // workload is what a proxy reports about its Deployment.
 type workload struct {
-	replicas, ready, updated int32
-	available                bool
+	replicas, ready int32
+	available       bool
 }
 
 // workloadOf summarises a Deployment: available means current, fully updated and every replica
@@ -276,7 +276,7 @@ func workloadOf(dep *appsv1.Deployment) workload {
 	}
 	s := dep.Status
 	return workload{
-		replicas: want, ready: s.ReadyReplicas, updated: s.UpdatedReplicas,
+		replicas: want, ready: s.ReadyReplicas,
 		available: s.ObservedGeneration >= dep.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want &&
 			s.AvailableReplicas == want && s.Replicas == want,
 	}
@@ -292,7 +292,7 @@ func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *app
 		return
 	}
 	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ReasonProgressing,
-		fmt.Sprintf("Deployment %s: %d/%d replicas ready, %d updated", dep.Name, w.ready, w.replicas, w.updated))
+		fmt.Sprintf("Deployment %s: %d/%d replicas ready; rollout in progress", dep.Name, w.ready, w.replicas))
 }
 
 // checkLicense requires a Ready license that entitles every step kind used and covers this

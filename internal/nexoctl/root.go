@@ -1,0 +1,55 @@
+// Package nexoctl assembles the nexoctl command line; each verb lives in its own package.
+package nexoctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/preflightcmd"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/signcmd"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/versioncmd"
+)
+
+// NewRootCmd builds nexoctl with its global flags.
+func NewRootCmd(o *cliopts.Options) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "nexoctl",
+		Short:         "Install, check and inspect Nexo Edge on Kubernetes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.Context, "context", "", "kubeconfig context to use")
+	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace (default nexo-system for install and checks)")
+	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "across all namespaces")
+	f.StringVarP(&o.Output, "output", "o", cliopts.OutputText, "output format: text, json or yaml")
+
+	root.AddGroup(&cobra.Group{ID: "checks", Title: "Checks:"}, &cobra.Group{ID: "gitops", Title: "Signed manifests:"})
+	pre := preflightcmd.NewCmd(o)
+	pre.GroupID = "checks"
+	sign, verify := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o)
+	sign.GroupID, verify.GroupID = "gitops", "gitops"
+	root.AddCommand(pre, sign, verify, versioncmd.NewCmd(o))
+	return root
+}
+
+// Main runs nexoctl and returns its exit code.
+func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
+	o := &cliopts.Options{In: in, Out: out, Err: errOut}
+	root := NewRootCmd(o)
+	root.SetArgs(args)
+	root.SetIn(in)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	err := root.ExecuteContext(ctx)
+	code := cliopts.Code(err)
+	if err != nil && code != cliopts.ExitFailed || err != nil && o.Output == cliopts.OutputText {
+		fmt.Fprintln(errOut, "Error:", err)
+	}
+	return code
+}

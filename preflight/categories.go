@@ -1,0 +1,481 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/connecttoken"
+)
+
+// MinKubernetesVersion is the oldest Kubernetes this build supports.
+const MinKubernetesVersion = "1.28.0"
+
+// ClusterCategories are the checks `nexoctl preflight` runs against a cluster; with pre, the
+// pre-install checks (permissions instead of installed state).
+func ClusterCategories(pre bool) []Category {
+	cats := []Category{{Name: "kubernetes-api", Checks: []Check{
+		{Description: "can reach the Kubernetes API", Fatal: true, RetryDeadline: 5 * time.Second,
+			Hint: "check --kubeconfig and --context, and that the API server is reachable", Run: checkReachable},
+		{Description: "Kubernetes version is supported (>= " + MinKubernetesVersion + ")", Fatal: true,
+			Hint: "upgrade the cluster to Kubernetes " + MinKubernetesVersion + " or later", Run: checkVersion},
+	}}}
+	if pre {
+		return append(cats, Category{Name: "pre-install-permissions", Checks: []Check{
+			{Description: "can create the resources the chart installs", Fatal: true,
+				Hint: "install as a cluster administrator, or ask one to grant the listed verbs", Run: checkPermissions},
+		}})
+	}
+	return append(cats,
+		Category{Name: "nexo-crds", Checks: []Check{
+			{Description: "all 24 nexo.io CRDs are installed", Fatal: true,
+				Hint: "install the chart (nexoctl install) or apply config/crd", Run: checkCRDsPresent},
+			{Description: "CRDs serve and store " + catalog.Version, Hint: "reinstall the CRDs of bundle " + catalog.BuildVersion, Run: checkCRDVersions},
+			{Description: "CRDs carry helm.sh/resource-policy: keep", Hint: "reinstall the CRDs with the chart so uninstalling never deletes them", Run: checkKeep},
+			{Description: "installed schema fingerprint matches nexoctl " + catalog.BuildVersion, Hint: "the listed CRDs were changed or come from another bundle; reinstall bundle " + catalog.BuildVersion + " CRDs", Run: checkFingerprint},
+		}},
+		supportMatrixCategory(),
+		Category{Name: "nexo-edge-components", Checks: []Check{
+			{Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n <namespace> describe deployment nexo-operator", Run: checkAvailable("nexo-operator")},
+			{Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n <namespace> describe deployment nexo-manager", Run: checkAvailable("nexo-manager")},
+			{Description: "connect-token Secret is present and well-formed", Hint: "run nexoctl install --token-file <file> with the token from the Control Plane", Run: checkToken},
+			{Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
+		}},
+	)
+}
+
+// OfflineCategories are the checks `nexoctl preflight -f DIR` runs on manifests.
+func OfflineCategories() []Category {
+	return []Category{supportMatrixCategory(), {Name: "images", Checks: []Check{
+		{Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
+	}}}
+}
+
+func supportMatrixCategory() Category {
+	return Category{Name: "support-matrix", Checks: []Check{
+		{Description: "operator version is in nexoctl's support matrix", Hint: "use the nexoctl that matches the operator's bundle version", Run: checkOperatorVersion},
+		{Description: "no objects of schema-only kinds", Hint: "objects of schema-only kinds are stored but never reconciled; remove them or wait for a bundle that reconciles the kind", Run: checkSchemaOnlyObjects},
+		{Description: "NexoPipelines reference only reconciled, installed kinds", Hint: "replace the listed references with kinds the operator reconciles (nexoctl preflight lists them)", Run: checkPipelineRefs},
+	}}
+}
+
+func checkReachable(ctx context.Context, e *Env) Outcome {
+	v, err := e.Discovery.ServerVersion()
+	if err != nil {
+		return fail(err.Error())
+	}
+	return ok("Kubernetes " + v.GitVersion)
+}
+
+func checkVersion(ctx context.Context, e *Env) Outcome {
+	v, err := e.Discovery.ServerVersion()
+	if err != nil {
+		return fail(err.Error())
+	}
+	got, err := version.ParseGeneric(v.GitVersion)
+	if err != nil {
+		return fail(fmt.Sprintf("cannot parse the server version %q", v.GitVersion))
+	}
+	if got.LessThan(version.MustParseGeneric(MinKubernetesVersion)) {
+		return fail(fmt.Sprintf("Kubernetes %s is older than %s", v.GitVersion, MinKubernetesVersion))
+	}
+	return ok("Kubernetes " + v.GitVersion)
+}
+
+// installResources are what the chart creates (group, resource, namespaced).
+var installResources = []struct {
+	group, resource string
+	namespaced      bool
+}{
+	{"apiextensions.k8s.io", "customresourcedefinitions", false},
+	{"rbac.authorization.k8s.io", "clusterroles", false},
+	{"rbac.authorization.k8s.io", "clusterrolebindings", false},
+	{"rbac.authorization.k8s.io", "roles", true},
+	{"rbac.authorization.k8s.io", "rolebindings", true},
+	{"", "serviceaccounts", true},
+	{"", "services", true},
+	{"", "secrets", true},
+	{"apps", "deployments", true},
+}
+
+func checkPermissions(ctx context.Context, e *Env) Outcome {
+	var missing []string
+	for _, r := range installResources {
+		ns := ""
+		if r.namespaced {
+			ns = e.Namespace
+		}
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: r.group, Resource: r.resource, Verb: "create", Namespace: ns},
+		}}
+		if err := e.Client.Create(ctx, review); err != nil {
+			return fail(err.Error())
+		}
+		if !review.Status.Allowed {
+			where := "cluster-wide"
+			if ns != "" {
+				where = "in namespace " + ns
+			}
+			missing = append(missing, fmt.Sprintf("create %s %s", qualified(r.group, r.resource), where))
+		}
+	}
+	if len(missing) > 0 {
+		return fail(fmt.Sprintf("%d permissions missing", len(missing)), missing...)
+	}
+	return ok(fmt.Sprintf("can create all %d resource types", len(installResources)))
+}
+
+func qualified(group, resource string) string {
+	if group == "" {
+		return resource
+	}
+	return resource + "." + group
+}
+
+func checkCRDsPresent(ctx context.Context, e *Env) Outcome {
+	crds, err := e.installedCRDs(ctx)
+	if err != nil {
+		return fail(err.Error())
+	}
+	have := map[string]bool{}
+	for _, c := range crds {
+		have[c.Name] = true
+	}
+	var missing []string
+	for _, k := range catalog.Kinds {
+		if !have[k.CRDName()] {
+			missing = append(missing, k.CRDName())
+		}
+	}
+	if len(missing) > 0 {
+		return fail(fmt.Sprintf("%d of %d CRDs missing", len(missing), len(catalog.Kinds)), missing...)
+	}
+	return ok(fmt.Sprintf("%d CRDs installed", len(catalog.Kinds)))
+}
+
+func checkCRDVersions(ctx context.Context, e *Env) Outcome {
+	crds, err := e.installedCRDs(ctx)
+	if err != nil {
+		return fail(err.Error())
+	}
+	var bad []string
+	for _, c := range crds {
+		served, stored := false, false
+		for _, v := range c.Spec.Versions {
+			if v.Name == catalog.Version {
+				served, stored = v.Served, v.Storage
+			}
+		}
+		if !served || !stored {
+			bad = append(bad, fmt.Sprintf("%s: served=%v storage=%v for %s", c.Name, served, stored, catalog.Version))
+		}
+	}
+	if len(bad) > 0 {
+		return fail(fmt.Sprintf("%d CRDs do not serve and store %s", len(bad), catalog.Version), bad...)
+	}
+	return ok("")
+}
+
+func checkKeep(ctx context.Context, e *Env) Outcome {
+	crds, err := e.installedCRDs(ctx)
+	if err != nil {
+		return fail(err.Error())
+	}
+	var bad []string
+	for _, c := range crds {
+		if c.Annotations[catalog.ResourcePolicyKey] != catalog.ResourcePolicyKeep {
+			bad = append(bad, c.Name)
+		}
+	}
+	if len(bad) > 0 {
+		return warn(fmt.Sprintf("%d CRDs would be deleted by helm uninstall", len(bad)), bad...)
+	}
+	return ok("")
+}
+
+func checkFingerprint(ctx context.Context, e *Env) Outcome {
+	crds, err := e.installedCRDs(ctx)
+	if err != nil {
+		return fail(err.Error())
+	}
+	want, wantPer, err := ExpectedFingerprint()
+	if err != nil {
+		return fail(err.Error())
+	}
+	got, gotPer := Fingerprint(crds)
+	if got == want {
+		return ok("sha256:" + got[:16])
+	}
+	var differ []string
+	for _, k := range catalog.Kinds {
+		switch {
+		case gotPer[k.Kind] == "":
+			differ = append(differ, k.Kind+": not installed")
+		case gotPer[k.Kind] != wantPer[k.Kind]:
+			differ = append(differ, k.Kind+": schema differs")
+		}
+	}
+	return fail(fmt.Sprintf("installed sha256:%s, expected sha256:%s", got[:16], want[:16]), differ...)
+}
+
+// operatorSupport returns the support matrix of the running operator (offline: this build's).
+func operatorSupport(ctx context.Context, e *Env) (string, map[string]catalog.Support, error) {
+	if e.Offline {
+		return catalog.BuildVersion, SupportMatrix[catalog.BuildVersion], nil
+	}
+	d, err := e.deployment(ctx, "nexo-operator")
+	if err != nil || d == nil {
+		return "", SupportMatrix[catalog.BuildVersion], err
+	}
+	v := OperatorVersion(d)
+	if m, ok := SupportMatrix[v]; ok {
+		return v, m, nil
+	}
+	return v, nil, nil
+}
+
+func checkOperatorVersion(ctx context.Context, e *Env) Outcome {
+	v, m, err := operatorSupport(ctx, e)
+	switch {
+	case err != nil:
+		return fail(err.Error())
+	case v == "":
+		return warn("no nexo-operator Deployment in namespace " + e.Namespace + "; judging with nexoctl's own matrix (" + catalog.BuildVersion + ")")
+	case m == nil:
+		return warn(fmt.Sprintf("operator version %s is not in nexoctl %s's support matrix", v, catalog.BuildVersion))
+	}
+	var reconciled, schemaOnly []string
+	for _, k := range catalog.Kinds {
+		if m[k.Kind] == catalog.Reconciled {
+			reconciled = append(reconciled, k.Kind)
+		} else {
+			schemaOnly = append(schemaOnly, k.Kind)
+		}
+	}
+	return ok(fmt.Sprintf("operator %s reconciles %d kinds; %d are schema-only", v, len(reconciled), len(schemaOnly)),
+		"reconciled: "+strings.Join(reconciled, ", "), "schema-only: "+strings.Join(schemaOnly, ", "))
+}
+
+func supportOf(m map[string]catalog.Support, kind string) catalog.Support {
+	if m == nil {
+		m = SupportMatrix[catalog.BuildVersion]
+	}
+	return m[kind]
+}
+
+func checkSchemaOnlyObjects(ctx context.Context, e *Env) Outcome {
+	_, m, err := operatorSupport(ctx, e)
+	if err != nil {
+		return fail(err.Error())
+	}
+	var kinds []string
+	for _, k := range catalog.Kinds {
+		if supportOf(m, k.Kind) != catalog.Reconciled {
+			kinds = append(kinds, k.Kind)
+		}
+	}
+	objs, err := e.nexoObjects(ctx, kinds...)
+	if err != nil {
+		return fail(err.Error())
+	}
+	if len(objs) == 0 {
+		return ok("")
+	}
+	var found []string
+	for _, o := range objs {
+		found = append(found, fmt.Sprintf("%s %s: %s", o.GetKind(), nsName(o), catalog.UnsupportedMessage(o.GetKind())))
+	}
+	return warn(fmt.Sprintf("%d objects of schema-only kinds are never reconciled", len(objs)), found...)
+}
+
+func nsName(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}
+
+func checkPipelineRefs(ctx context.Context, e *Env) Outcome {
+	_, m, err := operatorSupport(ctx, e)
+	if err != nil {
+		return fail(err.Error())
+	}
+	installed := map[string]bool{}
+	if e.Offline {
+		for _, k := range catalog.Kinds {
+			installed[k.Kind] = true
+		}
+	} else {
+		crds, err := e.installedCRDs(ctx)
+		if err != nil {
+			return fail(err.Error())
+		}
+		for _, c := range crds {
+			installed[c.Spec.Names.Kind] = true
+		}
+	}
+	pipelines, err := e.nexoObjects(ctx, "NexoPipeline")
+	if err != nil {
+		return fail(err.Error())
+	}
+	var bad []string
+	for _, p := range pipelines {
+		for _, ref := range pipelineRefs(p) {
+			_, known := catalog.Lookup(ref.kind)
+			switch {
+			case !known:
+				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s is not a Nexo kind", nsName(p), ref.slot, ref.kind))
+			case !installed[ref.kind]:
+				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s has no CRD installed", nsName(p), ref.slot, ref.kind))
+			case supportOf(m, ref.kind) != catalog.Reconciled:
+				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s", nsName(p), ref.slot, catalog.UnsupportedMessage(ref.kind)))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fail(fmt.Sprintf("%d references can never become Ready", len(bad)), bad...)
+	}
+	return ok(fmt.Sprintf("%d pipelines checked", len(pipelines)))
+}
+
+type ref struct{ slot, kind string }
+
+func pipelineRefs(p *unstructured.Unstructured) []ref {
+	var out []ref
+	if k, found, _ := unstructured.NestedString(p.Object, "spec", "router", "kind"); found {
+		out = append(out, ref{"router", k})
+	}
+	for _, slot := range []string{"request", "response", "connection"} {
+		items, _, _ := unstructured.NestedSlice(p.Object, "spec", slot)
+		for i, it := range items {
+			if m, okm := it.(map[string]any); okm {
+				k, _ := m["kind"].(string)
+				out = append(out, ref{fmt.Sprintf("%s[%d]", slot, i), k})
+			}
+		}
+	}
+	return out
+}
+
+func checkAvailable(name string) func(context.Context, *Env) Outcome {
+	return func(ctx context.Context, e *Env) Outcome {
+		d, err := e.deployment(ctx, name)
+		if err != nil {
+			return fail(err.Error())
+		}
+		if d == nil {
+			return fail(fmt.Sprintf("no %s Deployment in namespace %s", name, e.Namespace))
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		if d.Status.AvailableReplicas < want {
+			return fail(fmt.Sprintf("%d/%d replicas available", d.Status.AvailableReplicas, want))
+		}
+		return ok(fmt.Sprintf("%s, %d/%d replicas available", OperatorVersion(d), d.Status.AvailableReplicas, want))
+	}
+}
+
+func checkToken(ctx context.Context, e *Env) Outcome {
+	s := &corev1.Secret{}
+	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.TokenSecret}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fail(fmt.Sprintf("Secret %s not found in namespace %s", e.TokenSecret, e.Namespace))
+		}
+		return fail(err.Error())
+	}
+	env, err := connecttoken.Parse(string(s.Data["token"]))
+	if err != nil {
+		return fail(fmt.Sprintf("Secret %s key \"token\": %v", e.TokenSecret, err)) // errors never carry the token
+	}
+	return ok("environment " + env)
+}
+
+func checkImagesPinned(ctx context.Context, e *Env) Outcome {
+	var images []string
+	if e.Offline {
+		for _, o := range e.Objects {
+			images = append(images, imagesOf(o)...)
+		}
+	} else {
+		for _, name := range []string{"nexo-operator", "nexo-manager"} {
+			if d, err := e.deployment(ctx, name); err == nil && d != nil {
+				for _, c := range d.Spec.Template.Spec.Containers {
+					images = append(images, c.Image)
+				}
+			}
+		}
+		profiles, _ := e.nexoObjects(ctx, "NexoDeploymentProfile")
+		for _, p := range profiles {
+			images = append(images, imagesOf(p)...)
+		}
+	}
+	var unpinned []string
+	for _, img := range images {
+		if why := unpinnedReason(img); why != "" {
+			unpinned = append(unpinned, img+": "+why)
+		}
+	}
+	if len(unpinned) > 0 {
+		return warn(fmt.Sprintf("%d of %d images are not pinned", len(unpinned), len(images)), unpinned...)
+	}
+	return ok(fmt.Sprintf("%d images pinned", len(images)))
+}
+
+// unpinnedReason says why an image reference is not pinned, or "".
+func unpinnedReason(img string) string {
+	if strings.Contains(img, "@sha256:") {
+		return ""
+	}
+	name := img[strings.LastIndex(img, "/")+1:]
+	i := strings.LastIndex(name, ":")
+	switch {
+	case i < 0:
+		return "no tag (means latest); pin a tag or a digest"
+	case name[i+1:] == "latest":
+		return "the latest tag moves; pin a version or a digest"
+	}
+	return ""
+}
+
+// imagesOf lists the images in a workload's pod spec or a NexoDeploymentProfile.
+func imagesOf(o *unstructured.Unstructured) []string {
+	var out []string
+	if o.GetKind() == "NexoDeploymentProfile" {
+		for _, f := range []string{"ingress", "egress"} {
+			if s, found, _ := unstructured.NestedString(o.Object, "spec", "images", f); found {
+				out = append(out, s)
+			}
+		}
+		steps, _, _ := unstructured.NestedSlice(o.Object, "spec", "stepCatalog")
+		for _, s := range steps {
+			if m, okm := s.(map[string]any); okm {
+				if img, _ := m["image"].(string); img != "" {
+					out = append(out, img)
+				}
+			}
+		}
+		return out
+	}
+	for _, path := range [][]string{{"spec", "template", "spec", "containers"}, {"spec", "template", "spec", "initContainers"}, {"spec", "containers"}} {
+		cs, _, _ := unstructured.NestedSlice(o.Object, path...)
+		for _, c := range cs {
+			if m, okm := c.(map[string]any); okm {
+				if img, _ := m["image"].(string); img != "" {
+					out = append(out, img)
+				}
+			}
+		}
+	}
+	return out
+}

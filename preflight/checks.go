@@ -1,0 +1,128 @@
+// Package preflight runs nexoctl's checks: ordered categories (linkerd-check style), each check
+// with a description, fatal or warning, a retry deadline and a hint. The same checks run
+// against a cluster or, for the support matrix and references, offline on a folder of manifests.
+package preflight
+
+import (
+	"context"
+	"time"
+)
+
+// Status of one check.
+type Status string
+
+const (
+	OK      Status = "ok"
+	Warning Status = "warning"
+	Error   Status = "error"
+	Skipped Status = "skipped"
+)
+
+// Check is one named check.
+type Check struct {
+	Description string
+	// Fatal: an error here skips every later category (nothing after it can be trusted).
+	Fatal bool
+	// RetryDeadline: a failing check is retried until this long has passed (0: run once).
+	RetryDeadline time.Duration
+	// Hint tells the user what to do when the check does not pass.
+	Hint string
+	// Run returns the outcome and a message; details list individual findings.
+	Run func(ctx context.Context, e *Env) Outcome
+}
+
+// Outcome of a check.
+type Outcome struct {
+	Status  Status
+	Message string
+	Details []string
+}
+
+func ok(msg string, details ...string) Outcome   { return Outcome{OK, msg, details} }
+func warn(msg string, details ...string) Outcome { return Outcome{Warning, msg, details} }
+func fail(msg string, details ...string) Outcome { return Outcome{Error, msg, details} }
+
+// Category is an ordered group of checks.
+type Category struct {
+	Name   string
+	Checks []Check
+}
+
+// Result of one check, as printed and as JSON.
+type Result struct {
+	Description string   `json:"description"`
+	Status      Status   `json:"status"`
+	Message     string   `json:"message,omitempty"`
+	Details     []string `json:"details,omitempty"`
+	Hint        string   `json:"hint,omitempty"`
+	Fatal       bool     `json:"fatal"`
+}
+
+// CategoryResult groups results.
+type CategoryResult struct {
+	Name   string   `json:"name"`
+	Checks []Result `json:"checks"`
+}
+
+// Report is one run: the single JSON document `nexoctl preflight -o json` prints.
+type Report struct {
+	Categories []CategoryResult `json:"categories"`
+	Errors     int              `json:"errors"`
+	Warnings   int              `json:"warnings"`
+	// Status is ok, warning or error.
+	Status Status `json:"status"`
+}
+
+// Run executes the categories in order.
+func Run(ctx context.Context, e *Env, categories []Category) Report {
+	var r Report
+	stop := false
+	for _, cat := range categories {
+		cr := CategoryResult{Name: cat.Name}
+		for _, c := range cat.Checks {
+			res := Result{Description: c.Description, Fatal: c.Fatal}
+			if stop {
+				res.Status, res.Message = Skipped, "skipped after a fatal check failed"
+				cr.Checks = append(cr.Checks, res)
+				continue
+			}
+			out := runWithRetry(ctx, e, c)
+			res.Status, res.Message, res.Details = out.Status, out.Message, out.Details
+			if out.Status != OK {
+				res.Hint = c.Hint
+			}
+			switch out.Status {
+			case Error:
+				r.Errors++
+				stop = stop || c.Fatal
+			case Warning:
+				r.Warnings++
+			}
+			cr.Checks = append(cr.Checks, res)
+		}
+		r.Categories = append(r.Categories, cr)
+	}
+	r.Status = OK
+	if r.Warnings > 0 {
+		r.Status = Warning
+	}
+	if r.Errors > 0 {
+		r.Status = Error
+	}
+	return r
+}
+
+func runWithRetry(ctx context.Context, e *Env, c Check) Outcome {
+	deadline := time.Now().Add(c.RetryDeadline)
+	for {
+		out := c.Run(ctx, e)
+		if out.Status != Error || time.Now().After(deadline) || ctx.Err() != nil {
+			return out
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-time.After(time.Second):
+		}
+	}
+}
