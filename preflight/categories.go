@@ -373,7 +373,9 @@ func checkAvailable(name string) func(context.Context, *Env) Outcome {
 			return fail(err.Error())
 		}
 		if d == nil {
-			return fail(fmt.Sprintf("no %s Deployment in namespace %s", name, e.Namespace))
+			out := fail(fmt.Sprintf("no %s Deployment in namespace %s", name, e.Namespace))
+			out.Final = true
+			return out
 		}
 		want := int32(1)
 		if d.Spec.Replicas != nil {

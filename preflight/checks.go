@@ -36,11 +36,19 @@ type Outcome struct {
 	Status  Status
 	Message string
 	Details []string
+	// Final: retrying cannot help (something is missing, not still starting).
+	Final bool
 }
 
-func ok(msg string, details ...string) Outcome   { return Outcome{OK, msg, details} }
-func warn(msg string, details ...string) Outcome { return Outcome{Warning, msg, details} }
-func fail(msg string, details ...string) Outcome { return Outcome{Error, msg, details} }
+func ok(msg string, details ...string) Outcome {
+	return Outcome{Status: OK, Message: msg, Details: details}
+}
+func warn(msg string, details ...string) Outcome {
+	return Outcome{Status: Warning, Message: msg, Details: details}
+}
+func fail(msg string, details ...string) Outcome {
+	return Outcome{Status: Error, Message: msg, Details: details}
+}
 
 // Category is an ordered group of checks.
 type Category struct {
@@ -116,7 +124,7 @@ func runWithRetry(ctx context.Context, e *Env, c Check) Outcome {
 	deadline := time.Now().Add(c.RetryDeadline)
 	for {
 		out := c.Run(ctx, e)
-		if out.Status != Error || time.Now().After(deadline) || ctx.Err() != nil {
+		if out.Status != Error || out.Final || time.Now().After(deadline) || ctx.Err() != nil {
 			return out
 		}
 		select {
