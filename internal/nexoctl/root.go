@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/preflightcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/signcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/versioncmd"
@@ -29,12 +30,14 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "across all namespaces")
 	f.StringVarP(&o.Output, "output", "o", cliopts.OutputText, "output format: text, json or yaml")
 
-	root.AddGroup(&cobra.Group{ID: "checks", Title: "Checks:"}, &cobra.Group{ID: "gitops", Title: "Signed manifests:"})
+	root.AddGroup(&cobra.Group{ID: "install", Title: "Installation:"}, &cobra.Group{ID: "checks", Title: "Checks:"}, &cobra.Group{ID: "gitops", Title: "Signed manifests:"})
+	inst, uninst := installcmd.NewCmd(o), installcmd.NewUninstallCmd(o)
+	inst.GroupID, uninst.GroupID = "install", "install"
 	pre := preflightcmd.NewCmd(o)
 	pre.GroupID = "checks"
 	sign, verify := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o)
 	sign.GroupID, verify.GroupID = "gitops", "gitops"
-	root.AddCommand(pre, sign, verify, versioncmd.NewCmd(o))
+	root.AddCommand(inst, uninst, pre, sign, verify, versioncmd.NewCmd(o))
 	return root
 }
 

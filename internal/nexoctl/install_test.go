@@ -1,0 +1,155 @@
+package nexoctl_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nexo-io/nexo-edge/connecttoken"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+)
+
+// releaseRecords returns the decoded content of every Helm release Secret in ns.
+func releaseRecords(t *testing.T, k8s client.Client, ns string) []string {
+	t.Helper()
+	var list corev1.SecretList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"owner": "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, s := range list.Items {
+		gz, err := base64.StdEncoding.DecodeString(string(s.Data["release"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(zr)
+		out = append(out, string(raw))
+	}
+	return out
+}
+
+func TestInstall(t *testing.T) {
+	ctx := context.Background()
+	c, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	k8s, err := client.New(c.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := []string{"--kubeconfig", c.Kubeconfig}
+	dir := t.TempDir()
+	token, _ := connecttoken.New("envtest01")
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// Bad token files: a precise error, exit 2, nothing in the cluster.
+	for name, c := range map[string]struct{ file, want string }{
+		"empty":            {write("empty", "", 0o600), "empty"},
+		"trailing newline": {write("newline", token+"\n", 0o600), "trailing newline"},
+		"wrong format":     {write("format", "hello-world", 0o600), "nxct_<environment id>_<secret>"},
+		"unreadable":       {filepath.Join(dir, "missing"), "cannot read the token file"},
+	} {
+		out, errOut, code := run(t, "", append(kc, "install", "--token-file", c.file)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, stderr %q, want exit 2 mentioning %q", name, code, errOut, c.want)
+		}
+		if strings.Contains(out+errOut, token) {
+			t.Errorf("%s: output contains the token", name)
+		}
+	}
+	var nss corev1.NamespaceList
+	_ = k8s.List(ctx, &nss)
+	for _, ns := range nss.Items {
+		if ns.Name == "nexo-system" {
+			t.Fatal("a failed token validation created the namespace")
+		}
+	}
+
+	good := write("token", token, 0o600)
+	out, errOut, code := run(t, "", append(kc, "install", "--token-file", good, "--dry-run")...)
+	if code != 0 || !strings.Contains(out, "kind: Deployment") || strings.Contains(out+errOut, token) {
+		t.Fatalf("dry-run: exit %d, token shown=%v\n%s", code, strings.Contains(out+errOut, token), strings.ReplaceAll(errOut, token, "<token>"))
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-system"}, &corev1.Namespace{}); err == nil {
+		t.Fatal("--dry-run changed the cluster")
+	}
+
+	out, errOut, code = run(t, "", append(kc, "install", "--token-file", good, "--wait", "--timeout", "3m")...)
+	if code != 0 || !strings.Contains(out, "installed") {
+		t.Fatalf("install: exit %d\n%s\n%s", code, out, errOut)
+	}
+	sec := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-connect-token"}, sec); err != nil || string(sec.Data["token"]) != token {
+		t.Fatalf("token Secret: %v", err)
+	}
+	// Re-running upgrades, from a group-readable file read through stdin this time.
+	loose := write("loose", token, 0o644)
+	out2, errOut2, code := run(t, "", append(kc, "install", "--token-file", loose, "-o", "json")...)
+	if code != 0 || !strings.Contains(out2, `"action": "upgraded"`) || !strings.Contains(out2, `"secretAction": "unchanged"`) {
+		t.Fatalf("second install: exit %d\n%s\n%s", code, out2, errOut2)
+	}
+	if !strings.Contains(errOut2, "readable by group or others") {
+		t.Errorf("no warning for a group-readable token file: %q", errOut2)
+	}
+	out3, errOut3, code := run(t, token, append(kc, "install", "--token-file", "-")...)
+	if code != 0 {
+		t.Fatalf("install from stdin: exit %d %s", code, errOut3)
+	}
+	records := releaseRecords(t, k8s, "nexo-system")
+	if len(records) != 3 {
+		t.Errorf("%d release records, want 3 (install + 2 upgrades)", len(records))
+	}
+	for _, r := range records {
+		if strings.Contains(r, token) || strings.Contains(r, base64.StdEncoding.EncodeToString([]byte(token))) {
+			t.Fatal("a Helm release record contains the connect token")
+		}
+	}
+	for _, o := range []string{out, errOut, out2, errOut2, out3, errOut3} {
+		if strings.Contains(o, token) {
+			t.Fatal("nexoctl printed the connect token")
+		}
+	}
+
+	out, errOut, code = run(t, "", append(kc, "uninstall")...)
+	if code != 0 {
+		t.Fatalf("uninstall: exit %d %s", code, errOut)
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := k8s.List(ctx, &crds, client.HasLabels{"nexo.io/support"}); err != nil || len(crds.Items) != 24 {
+		t.Errorf("after uninstall %d CRDs remain, want 24 (%v)", len(crds.Items), err)
+	}
+	if _, _, code := run(t, "no\n", append(kc, "uninstall", "--delete-crds")...); code != 1 {
+		t.Errorf("unconfirmed --delete-crds: exit %d, want 1", code)
+	}
+	_ = k8s.List(ctx, &crds, client.HasLabels{"nexo.io/support"})
+	if len(crds.Items) != 24 {
+		t.Error("CRDs deleted without confirmation")
+	}
+}

@@ -1,0 +1,335 @@
+// Package installcmd is `nexoctl install` and `nexoctl uninstall`: the embedded chart through
+// the Helm SDK, and the connect-token Secret through client-go, outside Helm, so the token is
+// in no release record.
+package installcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/charts"
+	"github.com/nexo-io/nexo-edge/connecttoken"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/preflight"
+)
+
+// ReleaseName is the Helm release nexoctl manages.
+const ReleaseName = "nexo-edge"
+
+// TokenSecret is the connect-token Secret the Manager mounts.
+const TokenSecret = "nexo-connect-token"
+
+// Summary is what `nexoctl install -o json` prints (never the token).
+type Summary struct {
+	Namespace     string   `json:"namespace"`
+	Release       string   `json:"release,omitempty"`
+	Action        string   `json:"action"` // installed, upgraded, secret-only (OLM), dry-run
+	ChartVersion  string   `json:"chartVersion"`
+	Environment   string   `json:"environment"`
+	TokenSecret   string   `json:"tokenSecret"`
+	SecretAction  string   `json:"secretAction"` // created, updated, unchanged, would-apply
+	OLM           bool     `json:"olm"`
+	Warnings      []string `json:"warnings,omitempty"`
+	RenderedBytes int      `json:"renderedBytes,omitempty"`
+}
+
+// readToken reads and validates the token file before anything touches the cluster.
+func readToken(o *cliopts.Options, file string) (token string, warnings []string, err error) {
+	var raw []byte
+	if file == "-" {
+		raw, err = io.ReadAll(o.In)
+	} else {
+		var st os.FileInfo
+		if st, err = os.Stat(file); err == nil {
+			if st.Mode().Perm()&0o077 != 0 {
+				warnings = append(warnings, fmt.Sprintf("%s is readable by group or others (mode %04o); chmod 600 it", file, st.Mode().Perm()))
+			}
+			raw, err = os.ReadFile(file)
+		}
+	}
+	if err != nil {
+		return "", nil, cliopts.Fail(cliopts.ExitCannot, "cannot read the token file: %v", err)
+	}
+	if _, err := connecttoken.Parse(string(raw)); err != nil {
+		return "", nil, cliopts.Fail(cliopts.ExitCannot, "token file %s: %v", file, err)
+	}
+	return string(raw), warnings, nil
+}
+
+// NewCmd builds `nexoctl install`.
+func NewCmd(o *cliopts.Options) *cobra.Command {
+	var tokenFile string
+	var valueOpts values.Options
+	var dryRun, wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "install --token-file FILE",
+		Short: "Install or upgrade Nexo Edge (embedded chart) and its connect-token Secret",
+		Long: `Installs the chart embedded in this nexoctl with the Helm SDK, or upgrades the release when it
+exists, then creates or updates the connect-token Secret with client-go, outside Helm, so the
+token never enters a release record. The token file is validated before anything is changed;
+--token-file - reads stdin. When the operator is already installed through OLM, only the Secret
+is installed. Re-running is safe.`,
+		Example: `  nexoctl install --token-file ./connect-token
+  nexoctl install --token-file - --wait --timeout 5m < ./connect-token
+  nexoctl install --token-file ./connect-token --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.ValidateOutput(); err != nil {
+				return err
+			}
+			token, warnings, err := readToken(o, tokenFile)
+			if err != nil {
+				return err
+			}
+			env, _ := connecttoken.Parse(token)
+			ns := o.NamespaceOr(cliopts.DefaultNS)
+			cfg, err := o.RESTConfig()
+			if err != nil {
+				return err
+			}
+			s := Summary{Namespace: ns, ChartVersion: catalog.BuildVersion, Environment: env, TokenSecret: TokenSecret, Warnings: warnings}
+			for _, w := range warnings {
+				fmt.Fprintln(o.Err, "warning:", w)
+			}
+			if err := install(cmd.Context(), o, cfg, ns, token, &valueOpts, dryRun, wait, timeout, &s); err != nil {
+				return err
+			}
+			if o.Output != cliopts.OutputText {
+				return o.PrintData(s)
+			}
+			switch s.Action {
+			case "secret-only":
+				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the connect-token Secret %s/%s was %s.\n", ns, TokenSecret, s.SecretAction)
+			case "dry-run":
+				fmt.Fprintf(o.Out, "# Secret %s/%s (connect token for environment %s, not shown) would be created or updated outside Helm.\n", ns, TokenSecret, env)
+			default:
+				fmt.Fprintf(o.Out, "Nexo Edge %s %s in namespace %s (release %s); connect-token Secret %s for environment %s.\n", s.ChartVersion, s.Action, ns, ReleaseName, s.SecretAction, env)
+				fmt.Fprintln(o.Out, "Next: nexoctl preflight && nexoctl status -A")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tokenFile, "token-file", "", "file holding the connect token from the Control Plane (- reads stdin)")
+	f.StringSliceVarP(&valueOpts.ValueFiles, "values", "f", nil, "Helm values files")
+	f.StringArrayVar(&valueOpts.Values, "set", nil, "Helm values on the command line (key=value)")
+	f.BoolVar(&dryRun, "dry-run", false, "print the manifests that would be applied (never the token); change nothing")
+	f.BoolVar(&wait, "wait", false, "wait until the Deployments are available")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	_ = cmd.MarkFlagRequired("token-file")
+	return cmd
+}
+
+func helmConfig(o *cliopts.Options, ns string) (*action.Configuration, *cli.EnvSettings, error) {
+	settings := cli.New()
+	settings.KubeConfig, settings.KubeContext = o.Kubeconfig, o.Context
+	settings.SetNamespace(ns)
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+		return nil, nil, cliopts.Fail(cliopts.ExitCannot, "helm: %v", err)
+	}
+	return cfg, settings, nil
+}
+
+func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, token string, valueOpts *values.Options, dryRun, wait bool, timeout time.Duration, s *Summary) error {
+	penv, err := preflight.NewClusterEnv(cfg, ns)
+	if err != nil {
+		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+	}
+	olm, err := installedByOLM(ctx, penv)
+	if err != nil {
+		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+	}
+	if !olm {
+		// Pre-install checks; a fatal one stops the install before any change.
+		report := preflight.Run(ctx, penv, preflight.ClusterCategories(true))
+		if report.Status == preflight.Error {
+			preflight.PrintText(o.Err, report, false)
+			return cliopts.Fail(cliopts.ExitFailed, "pre-install checks failed; nothing was changed")
+		}
+	}
+	hcfg, settings, err := helmConfig(o, ns)
+	if err != nil {
+		return err
+	}
+	vals, err := valueOpts.MergeValues(getter.All(settings))
+	if err != nil {
+		return cliopts.Fail(cliopts.ExitCannot, "values: %v", err)
+	}
+	chart, err := charts.NexoEdge()
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		inst := action.NewInstall(hcfg)
+		// Not client-only: the cluster's real version and APIs decide what renders; nothing is written.
+		inst.ReleaseName, inst.Namespace, inst.DryRun, inst.DryRunOption, inst.Replace = ReleaseName, ns, true, "client", true
+		rel, err := inst.RunWithContext(ctx, chart, vals)
+		if err != nil {
+			return cliopts.Fail(cliopts.ExitFailed, "render the chart: %v", err)
+		}
+		s.Action, s.SecretAction, s.RenderedBytes = "dry-run", "would-apply", len(rel.Manifest)
+		if o.Output == cliopts.OutputText {
+			fmt.Fprint(o.Out, rel.Manifest)
+		}
+		return nil
+	}
+	if err := ensureNamespace(ctx, penv.Client, ns); err != nil {
+		return err
+	}
+	if olm {
+		s.OLM, s.Action = true, "secret-only"
+	} else {
+		if _, err := action.NewHistory(hcfg).Run(ReleaseName); errors.Is(err, driver.ErrReleaseNotFound) {
+			inst := action.NewInstall(hcfg)
+			inst.ReleaseName, inst.Namespace, inst.Wait, inst.Timeout = ReleaseName, ns, wait, timeout
+			if _, err := inst.RunWithContext(ctx, chart, vals); err != nil {
+				return cliopts.Fail(cliopts.ExitFailed, "helm install: %v", err)
+			}
+			s.Action = "installed"
+		} else if err != nil {
+			return cliopts.Fail(cliopts.ExitCannot, "helm: %v", err)
+		} else {
+			up := action.NewUpgrade(hcfg)
+			up.Namespace, up.Wait, up.Timeout = ns, wait, timeout
+			if _, err := up.RunWithContext(ctx, ReleaseName, chart, vals); err != nil {
+				return cliopts.Fail(cliopts.ExitFailed, "helm upgrade: %v", err)
+			}
+			s.Action = "upgraded"
+		}
+		s.Release = ReleaseName
+	}
+	s.SecretAction, err = applyTokenSecret(ctx, penv.Client, ns, token)
+	return err
+}
+
+// installedByOLM reports whether a ClusterServiceVersion of the nexo-operator package exists.
+func installedByOLM(ctx context.Context, e *preflight.Env) (bool, error) {
+	if _, err := e.Discovery.ServerResourcesForGroupVersion("operators.coreos.com/v1alpha1"); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil // no OLM on this cluster
+		}
+		return false, err
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("operators.coreos.com/v1alpha1")
+	list.SetKind("ClusterServiceVersionList")
+	if err := e.Client.List(ctx, list); err != nil {
+		return false, err
+	}
+	for _, csv := range list.Items {
+		if strings.HasPrefix(csv.GetName(), "nexo-operator.") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "app.kubernetes.io/part-of": "nexo-edge",
+	}}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return cliopts.Fail(cliopts.ExitFailed, "create namespace %s: %v", ns, err)
+	}
+	return nil
+}
+
+// applyTokenSecret creates or updates the connect-token Secret. Errors never carry the token.
+func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (string, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: TokenSecret}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: TokenSecret, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": "nexo-edge"}},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{"token": []byte(token)},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return "", cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, TokenSecret, apierrors.ReasonForError(err))
+		}
+		return "created", nil
+	case err != nil:
+		return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s/%s: %s", ns, TokenSecret, apierrors.ReasonForError(err))
+	case string(s.Data["token"]) == token:
+		return "unchanged", nil
+	}
+	s.Data = map[string][]byte{"token": []byte(token)}
+	if err := c.Update(ctx, s); err != nil {
+		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, TokenSecret, apierrors.ReasonForError(err))
+	}
+	return "updated", nil
+}
+
+// NewUninstallCmd builds `nexoctl uninstall`.
+func NewUninstallCmd(o *cliopts.Options) *cobra.Command {
+	var deleteCRDs, yes bool
+	cmd := &cobra.Command{
+		Use:   "uninstall",
+		Short: "Remove the Nexo Edge release; CRDs and Nexo objects stay unless --delete-crds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ns := o.NamespaceOr(cliopts.DefaultNS)
+			cfg, err := o.RESTConfig()
+			if err != nil {
+				return err
+			}
+			hcfg, _, err := helmConfig(o, ns)
+			if err != nil {
+				return err
+			}
+			if _, err := action.NewUninstall(hcfg).Run(ReleaseName); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+				return cliopts.Fail(cliopts.ExitFailed, "helm uninstall: %v", err)
+			}
+			fmt.Fprintf(o.Out, "release %s removed from %s; the CRDs and every Nexo object are kept\n", ReleaseName, ns)
+			if !deleteCRDs {
+				return nil
+			}
+			if !yes {
+				fmt.Fprint(o.Out, "Deleting the 24 nexo.io CRDs deletes every Nexo object in the cluster. Type yes to continue: ")
+				var answer string
+				_, _ = fmt.Fscanln(o.In, &answer)
+				if answer != "yes" {
+					return cliopts.Fail(cliopts.ExitFailed, "not confirmed; the CRDs are kept")
+				}
+			}
+			penv, err := preflight.NewClusterEnv(cfg, ns)
+			if err != nil {
+				return err
+			}
+			for _, k := range catalog.Kinds {
+				crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: k.CRDName()}}
+				if err := penv.Client.Delete(cmd.Context(), crd); err != nil && !apierrors.IsNotFound(err) {
+					return cliopts.Fail(cliopts.ExitFailed, "delete CRD %s: %v", k.CRDName(), err)
+				}
+			}
+			fmt.Fprintf(o.Out, "deleted the %d nexo.io CRDs\n", len(catalog.Kinds))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&deleteCRDs, "delete-crds", false, "also delete the 24 CRDs and with them every Nexo object")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	return cmd
+}
