@@ -12,6 +12,7 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/preflightcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/signcmd"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/versioncmd"
 )
 
@@ -33,11 +34,11 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 	root.AddGroup(&cobra.Group{ID: "install", Title: "Installation:"}, &cobra.Group{ID: "checks", Title: "Checks:"}, &cobra.Group{ID: "gitops", Title: "Signed manifests:"})
 	inst, uninst := installcmd.NewCmd(o), installcmd.NewUninstallCmd(o)
 	inst.GroupID, uninst.GroupID = "install", "install"
-	pre := preflightcmd.NewCmd(o)
-	pre.GroupID = "checks"
+	pre, status := preflightcmd.NewCmd(o), statuscmd.NewCmd(o)
+	pre.GroupID, status.GroupID = "checks", "checks"
 	sign, verify := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o)
 	sign.GroupID, verify.GroupID = "gitops", "gitops"
-	root.AddCommand(inst, uninst, pre, sign, verify, versioncmd.NewCmd(o))
+	root.AddCommand(inst, uninst, pre, status, sign, verify, versioncmd.NewCmd(o))
 	return root
 }
 

@@ -1,0 +1,139 @@
+package nexoctl_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/statuscmd"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/preflight"
+)
+
+var ages = regexp.MustCompile(`\b\d+(s|m|h|d)\d*(s|m)?\b`)
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	got = ages.ReplaceAllString(got, "<age>")
+	path := filepath.Join("testdata", name)
+	if *update {
+		_ = os.WriteFile(path, []byte(got), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (run with -update to accept):\n%s", path, got)
+	}
+}
+
+func setReady(t *testing.T, k8s client.Client, o nexov1alpha1.Object, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	meta.SetStatusCondition(&o.NexoStatus().Conditions, metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: reason, ObservedGeneration: o.GetGeneration()})
+	o.NexoStatus().ObservedGeneration = o.GetGeneration()
+	if err := k8s.Status().Update(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	ctx := context.Background()
+	c, err := testcluster.Start(ctx, testcluster.Options{CRDDirectoryPaths: []string{testcluster.CRDDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	env, err := preflight.NewClusterEnv(c.Config, "nexo-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s := env.Client
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The sample graph, minus the license (a missing node in the tree).
+	files, _ := filepath.Glob(filepath.Join(samplesDir(), "nexo.io_v1alpha1_*.yaml"))
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		u := &unstructured.Unstructured{}
+		_ = yaml.Unmarshal(raw, &u.Object)
+		if u.GetKind() == "NexoLicense" {
+			continue
+		}
+		u.SetNamespace("shop")
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, kind := range []string{"NexoPipeline", "NexoRouter", "NexoTenantIsolation", "NexoRateLimit", "NexoCommandPolicy", "NexoAuthPolicy", "NexoPIIMasking", "NexoResponseLimit", "NexoConnectionPool", "NexoConnectionLimit", "NexoMetrics", "NexoTracing", "NexoAuditLog", "NexoAccessLog", "NexoDeploymentProfile"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("nexo.io/v1alpha1")
+		list.SetKind(kind + "List")
+		if err := k8s.List(ctx, list, client.InNamespace("shop")); err != nil || len(list.Items) != 1 {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		o, _ := k8s.Scheme().New(nexov1alpha1.GroupVersion.WithKind(kind))
+		obj := o.(nexov1alpha1.Object)
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(&list.Items[0]), obj)
+		if kind == "NexoRateLimit" {
+			setReady(t, k8s, obj, metav1.ConditionFalse, "SignatureMismatch")
+		} else {
+			setReady(t, k8s, obj, metav1.ConditionTrue, "Valid")
+		}
+	}
+	// A second proxy, Degraded; the sample proxy is Ready.
+	ready := &nexov1alpha1.NexoProxy{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, ready); err != nil {
+		t.Fatal(err)
+	}
+	ready.Status.Phase, ready.Status.ReadyReplicas, ready.Status.Replicas, ready.Status.GraphRevision = nexov1alpha1.ProxyReady, 2, 2, "dc1adf1235df"
+	setReady(t, k8s, ready, metav1.ConditionTrue, "Available")
+	degraded := ready.DeepCopy()
+	degraded.ObjectMeta = metav1.ObjectMeta{Name: "billing-proxy", Namespace: "shop"}
+	degraded.Status = nexov1alpha1.NexoProxyStatus{}
+	if err := k8s.Create(ctx, degraded); err != nil {
+		t.Fatal(err)
+	}
+	degraded.Status.Phase, degraded.Status.ReadyReplicas, degraded.Status.Replicas, degraded.Status.GraphRevision = nexov1alpha1.ProxyDegraded, 1, 2, "0a1b2c3d4e5f"
+	setReady(t, k8s, degraded, metav1.ConditionFalse, "ReferenceNotReady")
+
+	kc := []string{"--kubeconfig", c.Kubeconfig}
+	out, _, code := run(t, "", append(kc, "status", "-A")...)
+	if code != 1 {
+		t.Errorf("status with a Degraded proxy: exit %d, want 1", code)
+	}
+	golden(t, "status-table.txt", out)
+
+	out, _, code = run(t, "", append(kc, "status", "orders-proxy", "-n", "shop")...)
+	if code != 0 {
+		t.Errorf("status of a Ready proxy: exit %d", code)
+	}
+	golden(t, "status-detail.txt", out)
+
+	out, _, _ = run(t, "", append(kc, "status", "-A", "-o", "json")...)
+	var st statuscmd.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	if len(st.Proxies) != 2 || st.AllReady || st.Operator.Found {
+		t.Errorf("json status: %+v", st)
+	}
+	if _, _, code := run(t, "", append(kc, "status", "-A", "--wait", "--timeout", "1s")...); code != 1 {
+		t.Errorf("--wait that times out: exit %d, want 1", code)
+	}
+	if out, _, code := run(t, "", append(kc, "status", "-A", "-l", "team=none")...); code != 0 || !regexp.MustCompile(`no NexoProxies`).MatchString(out) {
+		t.Errorf("empty selector result: exit %d\n%s", code, out)
+	}
+}
