@@ -10,9 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,5 +154,60 @@ func TestInstall(t *testing.T) {
 	_ = k8s.List(ctx, &crds, client.HasLabels{"nexo.io/support"})
 	if len(crds.Items) != 24 {
 		t.Error("CRDs deleted without confirmation")
+	}
+}
+
+// TestInstallNextToOLM: when a nexo-operator CSV exists, install adds only the token Secret.
+func TestInstallNextToOLM(t *testing.T) {
+	ctx := context.Background()
+	c, err := testcluster.Start(ctx, testcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	k8s, err := client.New(c.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stand-in for OLM's CSV CRD and an installed nexo-operator CSV.
+	preserve := true
+	csvCRD := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "clusterserviceversions.operators.coreos.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "operators.coreos.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "clusterserviceversions", Kind: "ClusterServiceVersion", ListKind: "ClusterServiceVersionList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
+		},
+	}
+	if err := k8s.Create(ctx, csvCRD); err != nil {
+		t.Fatal(err)
+	}
+	var csv *unstructured.Unstructured
+	for i := 0; i < 50; i++ { // the new CRD takes a moment to serve
+		csv = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+			"metadata": map[string]any{"name": "nexo-operator.v0.2.0", "namespace": "default"}, "spec": map[string]any{}}}
+		if err = k8s.Create(ctx, csv); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ := connecttoken.New("olmenv01")
+	out, errOut, code := run(t, token, "--kubeconfig", c.Kubeconfig, "install", "--token-file", "-")
+	if code != 0 || !strings.Contains(out, "installed through OLM") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if records := releaseRecords(t, k8s, "nexo-system"); len(records) != 0 {
+		t.Errorf("a Helm release was installed next to OLM (%d records)", len(records))
+	}
+	sec := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-connect-token"}, sec); err != nil || string(sec.Data["token"]) != token {
+		t.Errorf("token Secret not installed: %v", err)
 	}
 }
