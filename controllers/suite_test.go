@@ -23,7 +23,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/operator"
@@ -187,21 +186,12 @@ func licenseDoc(t *testing.T, expires time.Time, entitlements []string) []byte {
 	return []byte(doc)
 }
 
-// sampleGraph reads config/samples (the reconciled kinds of the orders graph), keyed by kind.
+// sampleGraph reads config/samples (the orders graph), keyed by kind.
 func sampleGraph(t *testing.T) map[string]*unstructured.Unstructured {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(testcluster.RepoRoot(), "config", "samples", "nexo.io_v1alpha1_*.yaml"))
-	out := map[string]*unstructured.Unstructured{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		out[u.GetKind()] = u
+	out, err := testcluster.Samples()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

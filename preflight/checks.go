@@ -5,6 +5,7 @@ package preflight
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -133,4 +134,16 @@ func runWithRetry(ctx context.Context, e *Env, c Check) Outcome {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// Find returns the result of the first check whose description starts with prefix.
+func (r Report) Find(prefix string) (Result, bool) {
+	for _, c := range r.Categories {
+		for _, res := range c.Checks {
+			if strings.HasPrefix(res.Description, prefix) {
+				return res, true
+			}
+		}
+	}
+	return Result{}, false
 }

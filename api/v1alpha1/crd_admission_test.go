@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
@@ -112,24 +111,11 @@ func TestAllCRDsEstablished(t *testing.T) {
 	}
 }
 
-// samples reads config/samples, keyed by kind.
 func samples(t *testing.T) map[string]*unstructured.Unstructured {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(testcluster.RepoRoot(), "config", "samples", "nexo.io_v1alpha1_*.yaml"))
+	out, err := testcluster.Samples()
 	if err != nil {
 		t.Fatal(err)
-	}
-	out := map[string]*unstructured.Unstructured{}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		out[u.GetKind()] = u
 	}
 	return out
 }

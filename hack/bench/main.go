@@ -15,7 +15,6 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -378,11 +377,11 @@ type operatorProcess struct {
 }
 
 func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, error) {
-	mp, err := freePort()
+	mp, err := testcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	hp, err := freePort()
+	hp, err := testcluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -426,11 +425,7 @@ func (o *operatorProcess) stop() {
 	}
 }
 
-func (o *operatorProcess) logTail() string {
-	data, _ := os.ReadFile(o.logPath)
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
+func (o *operatorProcess) logTail() string { return testcluster.Tail(o.logPath, 20) }
 
 // rssKB reads a memory field (VmRSS, VmHWM) of the operator process in KiB.
 func (o *operatorProcess) rssKB(field string) int64 {
@@ -477,13 +472,4 @@ func (o *operatorProcess) metrics() (opMetrics, error) {
 		}
 	}
 	return m, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -54,13 +54,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = apiextensionsv1.AddToScheme(s)
-	k8s, err := client.New(c.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k8s := adminClient(t, c)
 	kc := []string{"--kubeconfig", c.Kubeconfig}
 	dir := t.TempDir()
 	token, _ := connecttoken.New("envtest01")
@@ -165,13 +159,7 @@ func TestInstallNextToOLM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	s := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(s)
-	_ = apiextensionsv1.AddToScheme(s)
-	k8s, err := client.New(c.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k8s := adminClient(t, c)
 	// A stand-in for OLM's CSV CRD and an installed nexo-operator CSV.
 	preserve := true
 	csvCRD := &apiextensionsv1.CustomResourceDefinition{
@@ -210,4 +198,17 @@ func TestInstallNextToOLM(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-connect-token"}, sec); err != nil || string(sec.Data["token"]) != token {
 		t.Errorf("token Secret not installed: %v", err)
 	}
+}
+
+// adminClient is a client for built-in kinds and CRDs on a test cluster.
+func adminClient(t *testing.T, c *testcluster.Cluster) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
+	k8s, err := client.New(c.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k8s
 }

@@ -35,6 +35,15 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
+func findCheck(t *testing.T, r preflight.Report, prefix string) preflight.Result {
+	t.Helper()
+	res, ok := r.Find(prefix)
+	if !ok {
+		t.Fatalf("no check %q", prefix)
+	}
+	return res
+}
+
 func samplesDir() string { return filepath.Join(testcluster.RepoRoot(), "config", "samples") }
 
 // writeDir copies the samples into a temp folder and adds extra documents.
@@ -106,22 +115,11 @@ spec:
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("-o json is not one JSON document: %v\n%s", err, out)
 	}
-	find := func(desc string) preflight.Result {
-		for _, c := range r.Categories {
-			for _, res := range c.Checks {
-				if strings.HasPrefix(res.Description, desc) {
-					return res
-				}
-			}
-		}
-		t.Fatalf("no check %q", desc)
-		return preflight.Result{}
-	}
-	refs := find("NexoPipelines reference")
+	refs := findCheck(t, r, "NexoPipelines reference")
 	if refs.Status != preflight.Error || len(refs.Details) != 1 || !strings.Contains(refs.Details[0], "NexoPipeline shop/guarded request[1]: NexoQueryGuard") {
 		t.Errorf("reference check: %+v", refs)
 	}
-	images := find("images are pinned")
+	images := findCheck(t, r, "images are pinned")
 	if images.Status != preflight.Warning || len(images.Details) != 2 || images.Hint == "" {
 		t.Errorf("image check: %+v", images)
 	}
@@ -196,20 +194,9 @@ func TestClusterPreflight(t *testing.T) {
 		}
 		return r
 	}
-	check := func(r preflight.Report, desc string) preflight.Result {
-		for _, cat := range r.Categories {
-			for _, res := range cat.Checks {
-				if strings.HasPrefix(res.Description, desc) {
-					return res
-				}
-			}
-		}
-		t.Fatalf("no check %q", desc)
-		return preflight.Result{}
-	}
 	r := report()
 	for _, desc := range []string{"can reach", "Kubernetes version", "all 24", "CRDs serve", "CRDs carry", "installed schema fingerprint"} {
-		if res := check(r, desc); res.Status != preflight.OK {
+		if res := findCheck(t, r, desc); res.Status != preflight.OK {
 			t.Errorf("%s: %+v", desc, res)
 		}
 	}
@@ -230,10 +217,10 @@ func TestClusterPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = report()
-	if res := check(r, "NexoPipelines reference"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, "\n"), "NexoPipeline default/guarded request[0]: NexoQueryGuard") {
+	if res := findCheck(t, r, "NexoPipelines reference"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, "\n"), "NexoPipeline default/guarded request[0]: NexoQueryGuard") {
 		t.Errorf("pipeline check: %+v", res)
 	}
-	if res := check(r, "installed schema fingerprint"); res.Status != preflight.Error || strings.Join(res.Details, ",") != "NexoRateLimit: schema differs" {
+	if res := findCheck(t, r, "installed schema fingerprint"); res.Status != preflight.Error || strings.Join(res.Details, ",") != "NexoRateLimit: schema differs" {
 		t.Errorf("fingerprint check: %+v", res)
 	}
 
@@ -250,10 +237,10 @@ func TestClusterPreflight(t *testing.T) {
 		t.Fatal("CRD not deleted")
 	}
 	r = report()
-	if res := check(r, "all 24"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, ","), "nexotracings.nexo.io") {
+	if res := findCheck(t, r, "all 24"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, ","), "nexotracings.nexo.io") {
 		t.Errorf("missing CRD: %+v", res)
 	}
-	if res := check(r, "nexo-operator is available"); res.Status != preflight.Skipped {
+	if res := findCheck(t, r, "nexo-operator is available"); res.Status != preflight.Skipped {
 		t.Errorf("checks after a fatal failure should be skipped: %+v", res)
 	}
 	if _, _, code := run(t, "", "--kubeconfig", c.Kubeconfig, "preflight"); code != 1 {

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/statuscmd"
@@ -64,11 +63,11 @@ func TestStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sample graph, minus the license (a missing node in the tree).
-	files, _ := filepath.Glob(filepath.Join(samplesDir(), "nexo.io_v1alpha1_*.yaml"))
-	for _, f := range files {
-		raw, _ := os.ReadFile(f)
-		u := &unstructured.Unstructured{}
-		_ = yaml.Unmarshal(raw, &u.Object)
+	samples, err := testcluster.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range samples {
 		if u.GetKind() == "NexoLicense" {
 			continue
 		}

@@ -71,7 +71,7 @@ func (p *process) waitHealthy(ctx context.Context, url string, timeout time.Dura
 	for {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s exited before becoming healthy (%v); log tail:\n%s", p.name, p.waitErr, tail(p.logPath, 30))
+			return fmt.Errorf("%s exited before becoming healthy (%v); log tail:\n%s", p.name, p.waitErr, Tail(p.logPath, 30))
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
@@ -83,14 +83,14 @@ func (p *process) waitHealthy(ctx context.Context, url string, timeout time.Dura
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not healthy at %s after %s; log tail:\n%s", p.name, url, timeout, tail(p.logPath, 30))
+			return fmt.Errorf("%s not healthy at %s after %s; log tail:\n%s", p.name, url, timeout, Tail(p.logPath, 30))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
 }
 
-// freePort returns a TCP port free on 127.0.0.1 at the time of the call.
-func freePort() (int, error) {
+// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -119,8 +119,8 @@ func kwokStages(bin, dir string) (string, error) {
 	return path, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file.
+func Tail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""

@@ -23,10 +23,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // Mode selects how much of a cluster to start.
@@ -160,7 +162,7 @@ func (c *Cluster) startFull(ctx context.Context, bin string, nodes []Node) error
 	}
 	kc := c.Kubeconfig
 	saKey := filepath.Join(c.env.ControlPlane.APIServer.CertDir, "sa-signer.key")
-	cmPort, err := freePort()
+	cmPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -174,7 +176,7 @@ func (c *Cluster) startFull(ctx context.Context, bin string, nodes []Node) error
 	if err != nil {
 		return err
 	}
-	schedPort, err := freePort()
+	schedPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -188,7 +190,7 @@ func (c *Cluster) startFull(ctx context.Context, bin string, nodes []Node) error
 	if err != nil {
 		return err
 	}
-	kwokPort, err := freePort()
+	kwokPort, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -294,7 +296,7 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) LogTail(name string, lines int) string {
 	for _, p := range c.procs {
 		if p.name == name {
-			return tail(p.logPath, lines)
+			return Tail(p.logPath, lines)
 		}
 	}
 	return ""
@@ -308,4 +310,26 @@ func (c *Cluster) Pids() []int {
 		pids = append(pids, p.cmd.Process.Pid)
 	}
 	return pids
+}
+
+// Samples reads config/samples, one object per kind, keyed by kind. Each call returns fresh
+// objects the caller may change.
+func Samples() (map[string]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(RepoRoot(), "config", "samples", "nexo.io_v1alpha1_*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out[u.GetKind()] = u
+	}
+	return out, nil
 }
