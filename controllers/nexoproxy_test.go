@@ -19,6 +19,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers"
+	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
 )
@@ -504,5 +505,83 @@ func TestConflictOnLastChildRollsBack(t *testing.T) {
 	})
 	if err != nil {
 		t.Error("children created before the conflict were left behind")
+	}
+}
+
+// TestPullSecretCopiesFollowTheirSource edits the registry Secret in the operator namespace:
+// every proxy's copy follows, and the pods roll (the config hash covers pull Secrets).
+func TestPullSecretCopiesFollowTheirSource(t *testing.T) {
+	ns := "graph" // converged by TestCompleteGraphBecomesReady
+	before := waitProxy(t, ns, 2*time.Minute, "Ready", isReady)
+	ctx := context.Background()
+	src := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "nexo-registry"}, src); err != nil {
+		t.Fatal(err)
+	}
+	src.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths":{"registry.example.com":{"auth":"bmV3OnBhc3M="}}}`)
+	if err := k8s.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cp := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName + "-pull-nexo-registry"}, cp); err != nil {
+			return false, err
+		}
+		return string(cp.Data[corev1.DockerConfigJsonKey]) == string(src.Data[corev1.DockerConfigJsonKey]), nil
+	})
+	if err != nil {
+		t.Fatal("the pull-Secret copy did not follow its source")
+	}
+	waitProxy(t, ns, 2*time.Minute, "Ready with a new config hash", func(p *nexov1alpha1.NexoProxy) bool {
+		return isReady(p) && p.Status.ConfigHash != before.Status.ConfigHash
+	})
+}
+
+// TestLicenseMaxProxies: a license for one proxy blocks the second (LicenseExhausted) until the
+// first is deleted.
+func TestLicenseMaxProxies(t *testing.T) {
+	ns := "maxproxies"
+	ctx := context.Background()
+	doc, err := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), Entitlements: allStepKinds, MaxProxies: 1}, vendorKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyGraph(t, ns, []byte(doc), nil)
+	waitProxy(t, ns, 2*time.Minute, "Ready", isReady)
+	second := &nexov1alpha1.NexoProxy{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName}, second); err != nil {
+		t.Fatal(err)
+	}
+	first := second.DeepCopy()
+	second.ObjectMeta = metav1.ObjectMeta{Name: "second-proxy", Namespace: ns}
+	second.Status = nexov1alpha1.NexoProxyStatus{}
+	if err := k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	p := &nexov1alpha1.NexoProxy{}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(second), p); err != nil {
+			return false, err
+		}
+		r, _ := readyReason(p)
+		return r == controllers.ReasonLicenseExhausted, nil
+	})
+	if err != nil {
+		t.Fatalf("second proxy not blocked by maxProxies: %+v", p.Status)
+	}
+	if _, msg := readyReason(p); !strings.Contains(msg, "covers 1 proxies") {
+		t.Errorf("message: %s", msg)
+	}
+	if err := k8s.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(second), p); err != nil {
+			return false, err
+		}
+		return isReady(p), nil
+	})
+	if err != nil {
+		t.Fatalf("second proxy did not take the freed license slot: %+v", p.Status)
 	}
 }
