@@ -1,0 +1,180 @@
+package controlplane_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/nexo-io/nexo-edge/connecttoken"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+const admin = "admin-secret"
+
+type cp struct {
+	t      *testing.T
+	db     string
+	store  *controlplane.Store
+	srv    *httptest.Server
+	pub    ed25519.PublicKey
+	server *controlplane.Server
+}
+
+func start(t *testing.T, db string, key ed25519.PrivateKey) *cp {
+	t.Helper()
+	store, err := controlplane.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &controlplane.Server{Store: store, Key: key, AdminToken: admin}
+	c := &cp{t: t, db: db, store: store, srv: httptest.NewServer(s.Handler()), pub: key.Public().(ed25519.PublicKey), server: s}
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *cp) stop() {
+	c.srv.Close()
+	_ = c.store.Close()
+}
+
+func (c *cp) do(method, path, token string, body any, out any) int {
+	c.t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, c.srv.URL+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+func heartbeat(cluster string) protocol.Heartbeat {
+	return protocol.Heartbeat{ProtocolVersion: protocol.Version, ManagerVersion: "0.2.0", ClusterID: cluster,
+		Capabilities: []string{protocol.CapHeartbeat}, Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"}}
+}
+
+func TestEnvironmentTokenAndBinding(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	db := filepath.Join(t.TempDir(), "cp.db")
+	c := start(t, db, key)
+
+	var env controlplane.NewEnvironment
+	if code := c.do("POST", "/admin/environments", admin, map[string]string{"name": "demo"}, &env); code != 201 {
+		t.Fatalf("register: %d", code)
+	}
+	if id, err := connecttoken.Parse(env.Token); err != nil || id != env.ID {
+		t.Fatalf("issued token %v (env %s)", err, env.ID)
+	}
+	if code := c.do("POST", "/admin/environments", "wrong", map[string]string{"name": "x"}, nil); code != 401 {
+		t.Errorf("admin API without the admin token: %d", code)
+	}
+
+	var resp protocol.HeartbeatResponse
+	if code := c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-a"), &resp); code != 200 || resp.NextHeartbeatSeconds != 30 {
+		t.Fatalf("first heartbeat: %d %+v", code, resp)
+	}
+	if code := c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-b"), nil); code != 403 {
+		t.Errorf("same token from another cluster: %d, want 403", code)
+	}
+	other, _ := connecttoken.New("someoneelse")
+	if code := c.do("POST", "/v1/heartbeat", other, heartbeat("cluster-a"), nil); code != 401 {
+		t.Errorf("unknown token: %d, want 401", code)
+	}
+	old := heartbeat("cluster-a")
+	old.ProtocolVersion = "v0"
+	var e protocol.Error
+	if code := c.do("POST", "/v1/heartbeat", env.Token, old, &e); code != 400 || !strings.Contains(e.Error, "v1") {
+		t.Errorf("old protocol: %d %q", code, e.Error)
+	}
+
+	// Only the token's hash is stored.
+	c.stop()
+	raw, _ := os.ReadFile(db)
+	wal, _ := os.ReadFile(db + "-wal")
+	if bytes.Contains(raw, []byte(env.Token)) || bytes.Contains(wal, []byte(env.Token)) {
+		t.Fatal("the database holds the connect token")
+	}
+}
+
+func TestCommandsSurviveARestartAndAreSigned(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	db := filepath.Join(t.TempDir(), "cp.db")
+	c := start(t, db, key)
+	var env controlplane.NewEnvironment
+	c.do("POST", "/admin/environments", admin, map[string]string{"name": "demo"}, &env)
+	c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-a"), nil)
+
+	proxy := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"rl","namespace":"shop"},"spec":{"operationsPerSecond":5}}`)
+	var created map[string]string
+	if code := c.do("POST", "/admin/environments/"+env.ID+"/commands", admin,
+		protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{proxy}}, &created); code != 201 {
+		t.Fatalf("enqueue deploy: %d", code)
+	}
+	var e protocol.Error
+	cm := json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"shop"}}`)
+	if code := c.do("POST", "/admin/environments/"+env.ID+"/commands", admin,
+		protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{cm}}, &e); code != 400 || !strings.Contains(e.Error, "only nexo.io kinds") {
+		t.Errorf("non-nexo deploy: %d %q", code, e.Error)
+	}
+	if code := c.do("POST", "/admin/environments/"+env.ID+"/commands", admin,
+		protocol.Command{Type: protocol.Deploy, Namespaces: []string{"other"}, Manifests: []json.RawMessage{proxy}}, &e); code != 400 {
+		t.Errorf("deploy outside its namespaces: %d", code)
+	}
+
+	// Restart: a new server on the same database.
+	c.stop()
+	c = start(t, db, key)
+	var resp protocol.HeartbeatResponse
+	if code := c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-a"), &resp); code != 200 || len(resp.Commands) != 1 {
+		t.Fatalf("heartbeat after restart: %d, %d commands", code, len(resp.Commands))
+	}
+	cmd := resp.Commands[0]
+	if cmd.ID != created["id"] || cmd.Type != protocol.Deploy {
+		t.Fatalf("command %+v", cmd)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(cmd.Manifests[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := signature.Verify(u, map[string]ed25519.PublicKey{signature.KeyID(c.pub): c.pub}); err != nil {
+		t.Fatalf("deploy manifest not signed by the Control Plane key: %v", err)
+	}
+	// Unacknowledged commands are delivered again.
+	c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-a"), &resp)
+	if len(resp.Commands) != 1 {
+		t.Errorf("unacknowledged command not redelivered")
+	}
+	for i := 0; i < 2; i++ { // acknowledging twice is harmless
+		if code := c.do("POST", "/v1/commands/"+cmd.ID+"/ack", env.Token, protocol.Ack{Status: protocol.Applied, Message: "ok"}, nil); code != 204 {
+			t.Errorf("ack %d: %d", i, code)
+		}
+	}
+	c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-a"), &resp)
+	if len(resp.Commands) != 0 {
+		t.Errorf("acknowledged command delivered again")
+	}
+	var view controlplane.EnvironmentView
+	c.do("GET", "/admin/environments/"+env.ID, admin, nil, &view)
+	if len(view.Commands) != 1 || view.Commands[0].Status != protocol.Applied || view.Inventory == nil || view.Inventory.ClusterID != "cluster-a" {
+		t.Errorf("environment view %+v", view)
+	}
+	if code := c.do("POST", "/v1/commands/cmd-unknown/ack", env.Token, protocol.Ack{Status: protocol.Applied}, nil); code != 404 {
+		t.Errorf("ack of an unknown command: %d", code)
+	}
+}

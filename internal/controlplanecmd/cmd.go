@@ -1,0 +1,271 @@
+// Package controlplanecmd is the command line of the reference Control Plane: serve, keygen,
+// env create/show, command deploy/rollout/upgrade/uninstall (through the admin API).
+package controlplanecmd
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+// NewRootCmd builds the command.
+func NewRootCmd(out io.Writer) *cobra.Command {
+	root := &cobra.Command{Use: "controlplane", Short: "Reference Nexo Control Plane for tests and local development", SilenceUsage: true}
+	var server, adminTokenFile string
+	root.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8090", "Control Plane URL (admin commands)")
+	root.PersistentFlags().StringVar(&adminTokenFile, "admin-token-file", "", "file holding the admin token")
+	adminCall := func(method, path string, body, outv any) error {
+		tok, err := os.ReadFile(adminTokenFile)
+		if err != nil {
+			return fmt.Errorf("read the admin token: %w", err)
+		}
+		raw, _ := json.Marshal(body)
+		req, _ := http.NewRequest(method, strings.TrimSuffix(server, "/")+path, bytes.NewReader(raw))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			var e protocol.Error
+			_ = json.NewDecoder(resp.Body).Decode(&e)
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+		}
+		if outv != nil {
+			return json.NewDecoder(resp.Body).Decode(outv)
+		}
+		return nil
+	}
+	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall))
+	return root
+}
+
+func serveCmd() *cobra.Command {
+	var db, listen, keyFile, adminTokenFile, cert, key string
+	var heartbeat time.Duration
+	var insecure bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Manager protocol and the admin API",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			host, _, err := net.SplitHostPort(listen)
+			if err != nil {
+				return err
+			}
+			loopback := host == "localhost" || (net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback())
+			if cert == "" && !loopback && !insecure {
+				return errors.New("TLS is required off loopback: pass --tls-cert and --tls-key (or --insecure for a lab)")
+			}
+			pem, err := os.ReadFile(keyFile)
+			if err != nil {
+				return fmt.Errorf("read the signing key (create one with controlplane keygen): %w", err)
+			}
+			priv, err := signature.ParsePrivateKey(pem)
+			if err != nil {
+				return err
+			}
+			adminTok, err := os.ReadFile(adminTokenFile)
+			if err != nil {
+				return fmt.Errorf("read the admin token: %w", err)
+			}
+			store, err := controlplane.Open(db)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default()}
+			srv := &http.Server{Addr: listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			go func() { <-cmd.Context().Done(); _ = srv.Shutdown(context.Background()) }()
+			slog.Info("control plane listening", "address", listen, "tls", cert != "", "signingKey", signature.KeyID(priv.Public().(ed25519.PublicKey)))
+			if cert != "" {
+				err = srv.ListenAndServeTLS(cert, key)
+			} else {
+				err = srv.ListenAndServe()
+			}
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&db, "db", "controlplane.db", "SQLite database file")
+	f.StringVar(&listen, "listen", "127.0.0.1:8090", "address to listen on")
+	f.StringVar(&keyFile, "signing-key", "controlplane.key", "ed25519 private key (PEM) that signs deploy manifests")
+	f.StringVar(&adminTokenFile, "admin-token-file", "admin-token", "file holding the admin API token")
+	f.StringVar(&cert, "tls-cert", "", "TLS certificate (required off loopback)")
+	f.StringVar(&key, "tls-key", "", "TLS key")
+	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP off loopback")
+	f.DurationVar(&heartbeat, "heartbeat-interval", 30*time.Second, "nextHeartbeatSeconds sent to Managers")
+	return cmd
+}
+
+func keygenCmd(out io.Writer) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "keygen",
+		Short: "Create the signing key pair (KEY and KEY.pub)",
+		RunE: func(*cobra.Command, []string) error {
+			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, signature.MarshalPrivateKey(priv), 0o600); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path+".pub", signature.MarshalPublicKey(pub), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "wrote %s and %s.pub (key id %s); put the .pub into the operator's trusted-keys Secret\n", path, path, signature.KeyID(pub))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "out", "controlplane.key", "private key file")
+	return cmd
+}
+
+type caller func(method, path string, body, out any) error
+
+func envCmd(out io.Writer, call caller) *cobra.Command {
+	env := &cobra.Command{Use: "env", Short: "Register and inspect environments"}
+	var tokenOut string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Register an environment; its connect token is shown once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var e controlplane.NewEnvironment
+			if err := call("POST", "/admin/environments", map[string]string{"name": args[0]}, &e); err != nil {
+				return err
+			}
+			if tokenOut != "" {
+				if err := os.WriteFile(tokenOut, []byte(e.Token), 0o600); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "environment %s (%s); connect token written to %s (only shown this once)\n", e.ID, e.Name, tokenOut)
+				return nil
+			}
+			fmt.Fprintf(out, "environment %s (%s)\nconnect token (only shown this once):\n%s\n", e.ID, e.Name, e.Token)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&tokenOut, "token-out", "", "write the token to this file (mode 0600) instead of printing it")
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Print an environment's inventory and command history as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var v controlplane.EnvironmentView
+			if err := call("GET", "/admin/environments/"+args[0], nil, &v); err != nil {
+				return err
+			}
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(v)
+		},
+	}
+	env.AddCommand(create, show)
+	return env
+}
+
+func commandCmd(out io.Writer, call caller) *cobra.Command {
+	cmd := &cobra.Command{Use: "command", Short: "Queue a command for an environment's Manager"}
+	send := func(envID string, c protocol.Command) error {
+		var res map[string]string
+		if err := call("POST", "/admin/environments/"+envID+"/commands", c, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "queued %s %s\n", c.Type, res["id"])
+		return nil
+	}
+	proxyRef := func(s string) (*protocol.ObjectRef, error) {
+		ns, name, ok := strings.Cut(s, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--proxy must be namespace/name, got %q", s)
+		}
+		return &protocol.ObjectRef{Namespace: ns, Name: name}, nil
+	}
+	var file string
+	var namespaces []string
+	deploy := &cobra.Command{
+		Use: "deploy ENV -f FILE --namespace NS", Short: "Deploy nexo.io manifests (signed by the Control Plane)", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			var manifests []json.RawMessage
+			for _, doc := range strings.Split(string(raw), "\n---") {
+				if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
+					continue
+				}
+				j, err := yaml.YAMLToJSON([]byte(doc))
+				if err != nil {
+					return err
+				}
+				manifests = append(manifests, j)
+			}
+			return send(args[0], protocol.Command{Type: protocol.Deploy, Namespaces: namespaces, Manifests: manifests})
+		},
+	}
+	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests (YAML, multi-document)")
+	deploy.Flags().StringSliceVar(&namespaces, "namespace", nil, "namespaces the manifests may go to")
+	var image, proxy string
+	rollout := &cobra.Command{
+		Use: "rollout ENV --image IMAGE [--proxy NS/NAME]", Short: "Set the proxy image on Manager-owned NexoProxies", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			c := protocol.Command{Type: protocol.Rollout, Image: image}
+			if proxy != "" {
+				ref, err := proxyRef(proxy)
+				if err != nil {
+					return err
+				}
+				c.Proxy = ref
+			}
+			return send(args[0], c)
+		},
+	}
+	rollout.Flags().StringVar(&image, "image", "", "proxy image")
+	rollout.Flags().StringVar(&proxy, "proxy", "", "only this NexoProxy (namespace/name)")
+	var version string
+	upgrade := &cobra.Command{
+		Use: "upgrade ENV --version V", Short: "Ask the Manager to move to a bundle version", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return send(args[0], protocol.Command{Type: protocol.Upgrade, TargetVersion: version})
+		},
+	}
+	upgrade.Flags().StringVar(&version, "version", "", "target bundle version")
+	var target string
+	uninstall := &cobra.Command{
+		Use: "uninstall ENV --proxy NS/NAME", Short: "Delete one Manager-owned NexoProxy", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ref, err := proxyRef(target)
+			if err != nil {
+				return err
+			}
+			return send(args[0], protocol.Command{Type: protocol.Uninstall, Proxy: ref})
+		},
+	}
+	uninstall.Flags().StringVar(&target, "proxy", "", "the NexoProxy (namespace/name)")
+	cmd.AddCommand(deploy, rollout, upgrade, uninstall)
+	return cmd
+}

@@ -1,0 +1,108 @@
+// Package protocol defines the Manager ↔ Control Plane protocol, version v1: HTTP + JSON with a
+// bearer connect token. See docs/protocol.md for request and response examples.
+//
+//	POST /v1/heartbeat               Heartbeat → HeartbeatResponse (commands to apply)
+//	POST /v1/commands/{id}/ack       Ack → 204 (acknowledging twice is harmless)
+package protocol
+
+import "encoding/json"
+
+// Version is the protocol version carried by every heartbeat.
+const Version = "v1"
+
+// Capabilities a Manager of this build advertises.
+const (
+	CapHeartbeat         = "heartbeat.v1"
+	CapDeploy            = "command.deploy"
+	CapRollout           = "command.rollout"
+	CapUpgrade           = "command.upgrade"
+	CapUninstall         = "command.uninstall"
+	CapBundleVersion     = "inventory.bundle-version"
+	CapCRDKinds          = "inventory.crd-kinds"
+	CapSchemaFingerprint = "inventory.schema-fingerprint"
+)
+
+// Heartbeat is the Manager's periodic report.
+type Heartbeat struct {
+	ProtocolVersion string   `json:"protocolVersion"`
+	ManagerVersion  string   `json:"managerVersion"`
+	Capabilities    []string `json:"capabilities"`
+	// ClusterID is the UID of the kube-system namespace: the cluster's identity.
+	ClusterID      string       `json:"clusterId"`
+	Cluster        Cluster      `json:"cluster"`
+	ProxyImage     string       `json:"proxyImage,omitempty"`
+	ManagedProxies int          `json:"managedProxies"`
+	Deployments    []Deployment `json:"deployments"`
+	// Beyond the seeds, each advertised as a capability.
+	BundleVersion     string   `json:"bundleVersion,omitempty"`
+	InstalledKinds    []string `json:"installedKinds,omitempty"`
+	SchemaFingerprint string   `json:"schemaFingerprint,omitempty"`
+}
+
+// Cluster is metadata about the cluster.
+type Cluster struct {
+	KubernetesVersion string `json:"kubernetesVersion"`
+	Region            string `json:"region,omitempty"`
+	Zone              string `json:"zone,omitempty"`
+}
+
+// Deployment is one Manager-owned proxy.
+type Deployment struct {
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	Replicas      int32  `json:"replicas"`
+	ReadyReplicas int32  `json:"readyReplicas"`
+	GraphRevision string `json:"graphRevision,omitempty"`
+}
+
+// HeartbeatResponse steers the Manager: when to call again and what to do.
+type HeartbeatResponse struct {
+	NextHeartbeatSeconds int       `json:"nextHeartbeatSeconds"`
+	Commands             []Command `json:"commands"`
+}
+
+// Command types.
+const (
+	Deploy    = "deploy"
+	Rollout   = "rollout"
+	Upgrade   = "upgrade"
+	Uninstall = "uninstall"
+)
+
+// Command is one instruction. A command id is applied at most once.
+type Command struct {
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Deploy: signed nexo.io manifests, only into Namespaces.
+	Namespaces []string          `json:"namespaces,omitempty"`
+	Manifests  []json.RawMessage `json:"manifests,omitempty"`
+	// Rollout: the proxy image to set on Manager-owned NexoProxies.
+	Image string `json:"image,omitempty"`
+	// Upgrade: the bundle version to move to.
+	TargetVersion string `json:"targetVersion,omitempty"`
+	// Uninstall (and an optional Rollout target): one Manager-owned NexoProxy.
+	Proxy *ObjectRef `json:"proxy,omitempty"`
+}
+
+// ObjectRef names a namespaced object.
+type ObjectRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// Ack results.
+const (
+	Applied = "applied"
+	Failed  = "failed"
+)
+
+// Ack acknowledges one command.
+type Ack struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	Error string `json:"error"`
+}
