@@ -1,0 +1,239 @@
+// Package agent is the Nexo Manager: it connects outbound to the Control Plane with the
+// environment's connect token, heartbeats the cluster's inventory, applies the commands it gets
+// back (at most once per id) and acknowledges them. It never touches an object it does not own.
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nexo-io/nexo-edge/connecttoken"
+	"github.com/nexo-io/nexo-edge/protocol"
+)
+
+// Labels and annotations the Manager uses.
+const (
+	// OwnerLabel marks objects the Manager created; its value is the Manager's owner id.
+	OwnerLabel = "nexo.io/owner"
+	// AdoptAnnotation on a legacy object, together with Config.AllowAdoption, lets a deploy take
+	// the object over.
+	AdoptAnnotation = "nexo.io/adopt"
+	// FieldManager of every server-side apply.
+	FieldManager = "nexo-manager"
+	// StateConfigMap remembers applied command ids across restarts; StatusConfigMap is read by
+	// nexoctl status and preflight.
+	StateConfigMap  = "nexo-manager-state"
+	StatusConfigMap = "nexo-manager-status"
+)
+
+// Config configures the Manager.
+type Config struct {
+	TokenFile       string
+	ControlPlaneURL string
+	// Namespace holds the Manager's state and status ConfigMaps.
+	Namespace string
+	// OwnerID is the stable value of OwnerLabel on everything the Manager creates.
+	OwnerID string
+	// TrustedKeys verify deploy manifests (the Control Plane's signing keys).
+	TrustedKeys map[string]ed25519.PublicKey
+	// ProxyImage is the configured proxy image, reported in heartbeats.
+	ProxyImage string
+	// AllowAdoption is the migration gate: with it, a deploy may take over an existing object
+	// that carries AdoptAnnotation="true"; without it, any object without the owner label is refused.
+	AllowAdoption bool
+	Version       string
+	HTTPClient    *http.Client
+	// AckAttempts bounds acknowledgement retries per heartbeat round (default 5).
+	AckAttempts int
+	Log         logr.Logger
+}
+
+// Agent is a running Manager.
+type Agent struct {
+	cfg       Config
+	client    client.Client
+	discovery discovery.DiscoveryInterface
+	metrics   *metrics
+
+	mu            sync.Mutex
+	lastHeartbeat time.Time
+	reachable     bool
+}
+
+// New builds an Agent.
+func New(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agent {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	if cfg.AckAttempts <= 0 {
+		cfg.AckAttempts = 5
+	}
+	if cfg.OwnerID == "" {
+		cfg.OwnerID = "nexo-manager"
+	}
+	return &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics()}
+}
+
+// token re-reads the token file on every call, so a rotated Secret is picked up.
+func (a *Agent) token() (string, error) {
+	raw, err := os.ReadFile(a.cfg.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read the connect token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(raw))
+	if _, err := connecttoken.Parse(tok); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// Run heartbeats until ctx ends. Failures back off exponentially with jitter; the Control Plane
+// steers the normal interval. Losing the Control Plane stops new commands only.
+func (a *Agent) Run(ctx context.Context) error {
+	backoff := time.Second
+	for {
+		next, err := a.Round(ctx)
+		wait := next
+		if err != nil {
+			a.cfg.Log.Error(err, "heartbeat failed; retrying", "in", backoff.String())
+			wait = backoff
+			backoff = min(backoff*2, time.Minute)
+		} else {
+			backoff = time.Second
+		}
+		wait += time.Duration(rand.Int64N(int64(wait)/5 + 1)) // jitter
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Round is one heartbeat and the commands it returned. It returns the next interval.
+func (a *Agent) Round(ctx context.Context) (time.Duration, error) {
+	resp, err := a.Heartbeat(ctx)
+	a.recordHeartbeat(ctx, err)
+	if err != nil {
+		return 0, err
+	}
+	for _, cmd := range resp.Commands {
+		a.handle(ctx, cmd)
+	}
+	next := time.Duration(resp.NextHeartbeatSeconds) * time.Second
+	if next <= 0 {
+		next = 30 * time.Second
+	}
+	return next, nil
+}
+
+// Heartbeat sends the inventory and returns the Control Plane's answer.
+func (a *Agent) Heartbeat(ctx context.Context) (*protocol.HeartbeatResponse, error) {
+	hb, err := a.Inventory(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("collect inventory: %w", err)
+	}
+	var resp protocol.HeartbeatResponse
+	if err := a.post(ctx, "/v1/heartbeat", hb, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// post sends one request. Errors never include the token.
+func (a *Agent) post(ctx context.Context, path string, body, out any) error {
+	tok, err := a.token()
+	if err != nil {
+		return err
+	}
+	raw, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(a.cfg.ControlPlaneURL, "/")+path, bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("control plane unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e protocol.Error
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		return fmt.Errorf("control plane answered %s: %s", resp.Status, e.Error)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+// handle applies a command once and acknowledges it; a command id already applied is only
+// acknowledged again with its recorded outcome.
+func (a *Agent) handle(ctx context.Context, cmd protocol.Command) {
+	log := a.cfg.Log.WithValues("command", cmd.ID, "type", cmd.Type)
+	outcome, seen, err := a.recorded(ctx, cmd.ID)
+	if err != nil {
+		log.Error(err, "cannot read applied command ids; not applying")
+		return
+	}
+	if !seen {
+		outcome = a.apply(ctx, cmd)
+		if err := a.record(ctx, cmd.ID, outcome); err != nil {
+			log.Error(err, "cannot record the command outcome; it will be acknowledged later")
+		}
+		a.metrics.commands.WithLabelValues(cmd.Type, outcome.Status).Inc()
+		log.Info("command done", "status", outcome.Status, "message", outcome.Message)
+	}
+	a.setLastCommand(ctx, cmd, outcome)
+	if err := a.ack(ctx, cmd.ID, outcome); err != nil {
+		log.Error(err, "acknowledgement failed; the command stays recorded and is acknowledged when it is delivered again")
+	}
+}
+
+func (a *Agent) ack(ctx context.Context, id string, outcome protocol.Ack) error {
+	delay := 200 * time.Millisecond
+	var err error
+	for attempt := 1; attempt <= a.cfg.AckAttempts; attempt++ {
+		if err = a.post(ctx, "/v1/commands/"+id+"/ack", outcome, nil); err == nil {
+			return nil
+		}
+		if attempt == a.cfg.AckAttempts {
+			break
+		}
+		a.metrics.ackRetries.Inc()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay + time.Duration(rand.Int64N(int64(delay)))):
+		}
+		delay = min(delay*2, 10*time.Second)
+	}
+	return err
+}
+
+// Healthy reports liveness; Ready reports whether a heartbeat has succeeded recently.
+func (a *Agent) Ready() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lastHeartbeat.IsZero() {
+		return errors.New("no successful heartbeat yet")
+	}
+	return nil
+}

@@ -1,0 +1,416 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/nexo-io/nexo-edge/agent"
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/license"
+	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+const adminToken = "admin"
+
+var (
+	cluster *testcluster.Cluster
+	k8s     client.Client
+	cp      *controlPlane
+	logs    bytes.Buffer
+	logsMu  sync.Mutex
+	token   string
+	envID   string
+	cpPub   ed25519.PublicKey
+)
+
+// controlPlane is the real reference Control Plane behind a switch that can make acks fail.
+type controlPlane struct {
+	srv      *httptest.Server
+	failAcks atomic.Int32 // the next N acks answer 500
+	ackCalls atomic.Int32
+}
+
+func (c *controlPlane) admin(method, path string, body, out any) int {
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, c.srv.URL+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	ctrllog.SetLogger(zap.New(zap.WriteTo(io.Discard))) // the operator's logs; the Manager's go to logs
+	var err error
+	cluster, err = testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full, CRDDirectoryPaths: []string{testcluster.CRDDir()},
+		Nodes: []testcluster.Node{{Name: "n1", Region: "eu-west-1", Zone: "eu-west-1a"}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cluster.Stop()
+	s := operator.Scheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	k8s, _ = client.New(cluster.Config, client.Options{Scheme: s})
+
+	var cpKey, vendorKey ed25519.PrivateKey
+	cpPub, cpKey, _ = ed25519.GenerateKey(rand.Reader)
+	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
+	for _, ns := range []string{"nexo-system", "shop"} {
+		_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour),
+		Entitlements: []string{"NexoTenantIsolation", "NexoRateLimit", "NexoCommandPolicy", "NexoAuthPolicy", "NexoPIIMasking", "NexoResponseLimit", "NexoConnectionPool", "NexoConnectionLimit"}, MaxProxies: 5}, vendorKey)
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{"cp.pem": signature.MarshalPublicKey(cpPub)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "orders-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("x")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "reporting-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("y")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: "shop"}, Data: map[string][]byte{"salt": []byte("z")}},
+	} {
+		if err := k8s.Create(ctx, sec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	keyFile := filepath.Join(cluster.Dir, "vendor.pem")
+	_ = os.WriteFile(keyFile, signature.MarshalPublicKey(vendorPub), 0o600)
+	opCtx, stopOp := context.WithCancel(ctx)
+	defer stopOp()
+	mgr, _, err := operator.New(opCtx, cluster.Config, operator.Config{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "nexo-system",
+		TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{keyFile}, SkipNameValidation: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = mgr.Start(opCtx) }()
+
+	store, err := controlplane.Open(filepath.Join(cluster.Dir, "cp.db"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer store.Close()
+	real := (&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler()
+	cp = &controlPlane{}
+	cp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/ack") {
+			cp.ackCalls.Add(1)
+			if cp.failAcks.Load() > 0 {
+				cp.failAcks.Add(-1)
+				http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
+				return
+			}
+		}
+		real.ServeHTTP(w, r)
+	}))
+	defer cp.srv.Close()
+	var env controlplane.NewEnvironment
+	cp.admin("POST", "/admin/environments", map[string]string{"name": "agent-test"}, &env)
+	token, envID = env.Token, env.ID
+	return m.Run()
+}
+
+// newAgent builds a Manager whose logs go to the shared buffer.
+func newAgent(t *testing.T) *agent.Agent {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	_ = os.WriteFile(tokenFile, []byte(token), 0o400)
+	d, _ := discovery.NewDiscoveryClientForConfig(cluster.Config)
+	log := funcr.New(func(prefix, args string) {
+		logsMu.Lock()
+		defer logsMu.Unlock()
+		logs.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{})
+	return agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system",
+		TrustedKeys: map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, Version: "0.2.0", AckAttempts: 2, Log: log}, k8s, d)
+}
+
+func enqueue(t *testing.T, c protocol.Command) string {
+	t.Helper()
+	var res map[string]string
+	if code := cp.admin("POST", "/admin/environments/"+envID+"/commands", c, &res); code != 201 {
+		t.Fatalf("enqueue %s: %d", c.Type, code)
+	}
+	return res["id"]
+}
+
+func commandStatus(t *testing.T, id string) controlplane.CommandRecord {
+	t.Helper()
+	var v controlplane.EnvironmentView
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
+	for _, c := range v.Commands {
+		if c.ID == id {
+			return c
+		}
+	}
+	t.Fatalf("no command %s", id)
+	return controlplane.CommandRecord{}
+}
+
+func round(t *testing.T, a *agent.Agent) {
+	t.Helper()
+	if _, err := a.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
+	round(t, newAgent(t))
+	var v controlplane.EnvironmentView
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
+	inv := v.Inventory
+	ks := &corev1.Namespace{}
+	_ = k8s.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, ks)
+	want, _, _ := preflight.ExpectedFingerprint()
+	switch {
+	case inv == nil:
+		t.Fatal("no heartbeat recorded")
+	case inv.ClusterID != string(ks.UID) || v.ClusterID != string(ks.UID):
+		t.Errorf("cluster id %q / bound %q, want the kube-system UID %s", inv.ClusterID, v.ClusterID, ks.UID)
+	case inv.Cluster.Region != "eu-west-1" || inv.Cluster.Zone != "eu-west-1a" || inv.Cluster.KubernetesVersion != "v1.37.2":
+		t.Errorf("cluster metadata %+v", inv.Cluster)
+	case len(inv.InstalledKinds) != len(catalog.Kinds) || inv.SchemaFingerprint != want || inv.BundleVersion != catalog.BuildVersion:
+		t.Errorf("kinds %d, fingerprint %s (want %s), bundle %s", len(inv.InstalledKinds), inv.SchemaFingerprint, want, inv.BundleVersion)
+	case !strings.Contains(strings.Join(inv.Capabilities, ","), protocol.CapSchemaFingerprint) || inv.ProtocolVersion != protocol.Version:
+		t.Errorf("capabilities %v", inv.Capabilities)
+	}
+	status := &corev1.ConfigMap{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status); err != nil || status.Data["controlPlaneReachable"] != "true" || status.Data["lastHeartbeatTime"] == "" {
+		t.Errorf("status ConfigMap %v (%v)", status.Data, err)
+	}
+}
+
+func sampleManifests(t *testing.T) []json.RawMessage {
+	t.Helper()
+	samples, err := testcluster.Samples()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []json.RawMessage
+	for _, k := range catalog.Kinds {
+		if k.Support != catalog.Reconciled {
+			continue
+		}
+		u := samples[k.Kind]
+		u.SetNamespace("shop")
+		raw, _ := u.MarshalJSON()
+		out = append(out, raw)
+	}
+	return out
+}
+
+func TestDeployRolloutUninstallUpgrade(t *testing.T) {
+	ctx := context.Background()
+	a := newAgent(t)
+	deployID := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: sampleManifests(t)})
+	round(t, a)
+	if c := commandStatus(t, deployID); c.Status != protocol.Applied {
+		t.Fatalf("deploy: %+v", c)
+	}
+	p := &nexov1alpha1.NexoProxy{}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, p); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return p.Status.Phase == nexov1alpha1.ProxyReady, nil
+	})
+	if err != nil {
+		t.Fatalf("deployed proxy never Ready: %+v", p.Status)
+	}
+	if p.Labels[agent.OwnerLabel] != "nexo-manager" || !meta.IsStatusConditionTrue(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
+		t.Errorf("deployed proxy labels %v, conditions %v", p.Labels, p.Status.Conditions)
+	}
+	round(t, a)
+	var v controlplane.EnvironmentView
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
+	if v.Inventory.ManagedProxies != 1 || v.Inventory.Deployments[0].ReadyReplicas != 2 {
+		t.Errorf("next heartbeat inventory %+v", v.Inventory.Deployments)
+	}
+
+	// An unowned proxy next to it.
+	unowned := p.DeepCopy()
+	unowned.ObjectMeta = metav1.ObjectMeta{Name: "unowned-proxy", Namespace: "shop"}
+	unowned.Status = nexov1alpha1.NexoProxyStatus{}
+	if err := k8s.Create(ctx, unowned); err != nil {
+		t.Fatal(err)
+	}
+	rollID := enqueue(t, protocol.Command{Type: protocol.Rollout, Image: "registry.example.com/nexo/proxy:0.2.1"})
+	uninstID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "shop", Name: "unowned-proxy"}})
+	upID := enqueue(t, protocol.Command{Type: protocol.Upgrade, TargetVersion: "0.3.0"})
+	round(t, a)
+	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, p)
+	_ = k8s.Get(ctx, client.ObjectKeyFromObject(unowned), unowned)
+	if c := commandStatus(t, rollID); c.Status != protocol.Applied || p.Spec.ProxyImage != "registry.example.com/nexo/proxy:0.2.1" || unowned.Spec.ProxyImage != "" {
+		t.Errorf("rollout %+v: owned image %q, unowned image %q", c, p.Spec.ProxyImage, unowned.Spec.ProxyImage)
+	}
+	if c := commandStatus(t, uninstID); c.Status != protocol.Failed || !strings.Contains(c.Message, "not owned") || unowned.DeletionTimestamp != nil {
+		t.Errorf("uninstall of an unowned proxy: %+v", c)
+	}
+	if c := commandStatus(t, upID); c.Status != protocol.Failed || !strings.Contains(c.Message, "nexoctl install") {
+		t.Errorf("upgrade: %+v", c)
+	}
+	// Uninstall of the owned one deletes it.
+	delID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "shop", Name: "orders-proxy"}})
+	round(t, a)
+	if c := commandStatus(t, delID); c.Status != protocol.Applied {
+		t.Errorf("uninstall of the owned proxy: %+v", c)
+	}
+}
+
+func TestAckFailuresApplyOnce(t *testing.T) {
+	a := newAgent(t)
+	manifest := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"once","namespace":"shop"},"spec":{"operationsPerSecond":7}}`)
+	id := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{manifest}})
+	before := appliedCount(t, protocol.Deploy, protocol.Applied)
+	cp.failAcks.Store(3) // two attempts fail in the first round, one in the second
+	round(t, a)
+	if c := commandStatus(t, id); c.Status == protocol.Applied {
+		t.Fatal("ack should have failed")
+	}
+	restarted := newAgent(t) // a Manager restart: state lives in the cluster, not in memory
+	round(t, restarted)
+	if c := commandStatus(t, id); c.Status != protocol.Applied {
+		t.Fatalf("ack did not arrive after recovery: %+v", c)
+	}
+	if n := appliedCount(t, protocol.Deploy, protocol.Applied) - before; n != 1 {
+		t.Errorf("command applied %v times, want exactly once", n)
+	}
+}
+
+func TestManagerLogsNeverContainTheToken(t *testing.T) {
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	if logs.Len() == 0 {
+		t.Fatal("no Manager logs captured")
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Fatal("the Manager logged the connect token")
+	}
+}
+
+// appliedCount reads nexo_manager_commands_total{type,status} from the Manager's registry.
+func appliedCount(t *testing.T, typ, status string) float64 {
+	t.Helper()
+	families, err := agent.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "nexo_manager_commands_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["type"] == typ && labels["status"] == status {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestDeployRefusesBadManifests: whatever a Control Plane sends, an unsigned manifest, a
+// non-nexo object or a manifest outside the command's namespaces fails the whole command with
+// nothing written. The commands come from a crafted server (a compromised or buggy Control Plane).
+func TestDeployRefusesBadManifests(t *testing.T) {
+	ctx := context.Background()
+	signedOK := func(name string) json.RawMessage {
+		// signed by a key the Manager does not trust
+		_, other, _ := ed25519.GenerateKey(rand.Reader)
+		u := &unstructured.Unstructured{}
+		_ = u.UnmarshalJSON([]byte(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"` + name + `","namespace":"shop"},"spec":{"operationsPerSecond":3}}`))
+		_ = signature.Sign(u, other)
+		raw, _ := u.MarshalJSON()
+		return raw
+	}
+	cmds := []protocol.Command{
+		{ID: "bad-unsigned", Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{
+			json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"unsigned","namespace":"shop"},"spec":{"operationsPerSecond":3}}`)}},
+		{ID: "bad-key", Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{signedOK("foreign-key")}},
+		{ID: "bad-kind", Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{
+			json.RawMessage(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"evil","namespace":"shop"}}`)}},
+		{ID: "bad-namespace", Type: protocol.Deploy, Namespaces: []string{"other"}, Manifests: []json.RawMessage{signedOK("elsewhere")}},
+	}
+	acks := map[string]protocol.Ack{}
+	var mu sync.Mutex
+	crafted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/ack") {
+			var a protocol.Ack
+			_ = json.NewDecoder(r.Body).Decode(&a)
+			mu.Lock()
+			acks[strings.Split(r.URL.Path, "/")[3]] = a
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(protocol.HeartbeatResponse{NextHeartbeatSeconds: 1, Commands: cmds})
+	}))
+	defer crafted.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	_ = os.WriteFile(tokenFile, []byte(token), 0o400)
+	d, _ := discovery.NewDiscoveryClientForConfig(cluster.Config)
+	a := agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: crafted.URL, Namespace: "nexo-system",
+		TrustedKeys: map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, Log: funcr.New(func(string, string) {}, funcr.Options{})}, k8s, d)
+	round(t, a)
+	for _, c := range cmds {
+		if ack := acks[c.ID]; ack.Status != protocol.Failed || !strings.Contains(ack.Message, "nothing was applied") {
+			t.Errorf("%s: %+v", c.ID, ack)
+		}
+	}
+	for _, name := range []string{"unsigned", "foreign-key", "elsewhere"} {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, &nexov1alpha1.NexoRateLimit{}); err == nil {
+			t.Errorf("%s was written", name)
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "evil"}, &corev1.ConfigMap{}); err == nil {
+		t.Error("a ConfigMap was written")
+	}
+}

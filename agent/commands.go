@@ -1,0 +1,148 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+func failed(format string, args ...any) protocol.Ack {
+	return protocol.Ack{Status: protocol.Failed, Message: fmt.Sprintf(format, args...)}
+}
+
+func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	switch cmd.Type {
+	case protocol.Deploy:
+		return a.deploy(ctx, cmd)
+	case protocol.Rollout:
+		return a.rollout(ctx, cmd)
+	case protocol.Upgrade:
+		if cmd.TargetVersion == catalog.BuildVersion {
+			return protocol.Ack{Status: protocol.Applied, Message: "the installed bundle already is " + catalog.BuildVersion}
+		}
+		return failed("the Manager does not upgrade the bundle itself (installed %s, requested %s): upgrade with `nexoctl install`, `helm upgrade` or the OLM subscription, then the Manager reports the new version",
+			catalog.BuildVersion, cmd.TargetVersion)
+	case protocol.Uninstall:
+		return a.uninstall(ctx, cmd)
+	}
+	return failed("unknown command type %q", cmd.Type)
+}
+
+// deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature,
+// ownership) and writes nothing unless all pass; then applies them server-side.
+func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	var objs []*unstructured.Unstructured
+	var adopted []string
+	for i, raw := range cmd.Manifests {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return failed("manifest %d is not an object: %v; nothing was applied", i, err)
+		}
+		where := fmt.Sprintf("manifest %d (%s %s/%s)", i, u.GetKind(), u.GetNamespace(), u.GetName())
+		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
+			return failed("%s: only nexo.io kinds are deployed; nothing was applied", where)
+		}
+		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
+			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))
+		}
+		if err := signature.Verify(u, a.cfg.TrustedKeys); err != nil {
+			return failed("%s: %v; nothing was applied", where, err)
+		}
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(u.GroupVersionKind())
+		err := a.client.Get(ctx, client.ObjectKeyFromObject(u), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return failed("%s: %v; nothing was applied", where, err)
+		case existing.GetLabels()[OwnerLabel] == a.cfg.OwnerID:
+		case a.cfg.AllowAdoption && existing.GetAnnotations()[AdoptAnnotation] == "true":
+			adopted = append(adopted, where)
+		default:
+			return failed("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true); nothing was applied", where, AdoptAnnotation)
+		}
+		labels := u.GetLabels()
+		labels[OwnerLabel] = a.cfg.OwnerID // labels are not part of the signature
+		u.SetLabels(labels)
+		objs = append(objs, u)
+	}
+	for _, u := range objs {
+		u.SetManagedFields(nil)
+		u.SetResourceVersion("")
+		if err := a.client.Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return failed("apply %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	for _, w := range adopted {
+		a.cfg.Log.Info("adopted a legacy object through the migration gate", "object", w)
+	}
+	msg := fmt.Sprintf("applied %d objects into %s", len(objs), strings.Join(cmd.Namespaces, ", "))
+	if len(adopted) > 0 {
+		msg += "; adopted " + strings.Join(adopted, ", ")
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: msg}
+}
+
+// rollout sets the proxy image on the Manager-owned NexoProxies (or the one named).
+func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	var list nexov1alpha1.NexoProxyList
+	if err := a.client.List(ctx, &list, client.MatchingLabels{OwnerLabel: a.cfg.OwnerID}); err != nil {
+		return failed("list owned proxies: %v", err)
+	}
+	var changed []string
+	for i := range list.Items {
+		p := &list.Items[i]
+		if cmd.Proxy != nil && (p.Namespace != cmd.Proxy.Namespace || p.Name != cmd.Proxy.Name) {
+			continue
+		}
+		if string(p.Spec.ProxyImage) == cmd.Image {
+			continue
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.ProxyImage = nexov1alpha1.Image(cmd.Image)
+		if err := a.client.Patch(ctx, p, patch, client.FieldOwner(FieldManager)); err != nil {
+			return failed("set the image on %s/%s: %v (%d already changed)", p.Namespace, p.Name, err, len(changed))
+		}
+		changed = append(changed, p.Namespace+"/"+p.Name)
+	}
+	if cmd.Proxy != nil && len(changed) == 0 && !slices.ContainsFunc(list.Items, func(p nexov1alpha1.NexoProxy) bool {
+		return p.Namespace == cmd.Proxy.Namespace && p.Name == cmd.Proxy.Name
+	}) {
+		return failed("NexoProxy %s/%s is not owned by this Manager; nothing was changed", cmd.Proxy.Namespace, cmd.Proxy.Name)
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("image %s set on %d proxies", cmd.Image, len(changed))}
+}
+
+// uninstall deletes one Manager-owned NexoProxy; owner references remove its children.
+func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	if cmd.Proxy == nil {
+		return failed("uninstall needs a proxy")
+	}
+	p := &nexov1alpha1.NexoProxy{}
+	key := types.NamespacedName{Namespace: cmd.Proxy.Namespace, Name: cmd.Proxy.Name}
+	if err := a.client.Get(ctx, key, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("NexoProxy %s is already gone", key)}
+		}
+		return failed("read NexoProxy %s: %v", key, err)
+	}
+	if p.Labels[OwnerLabel] != a.cfg.OwnerID {
+		return failed("NexoProxy %s is not owned by this Manager; nothing was deleted", key)
+	}
+	uid := p.UID
+	if err := a.client.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return failed("delete NexoProxy %s: %v", key, err)
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("deleted NexoProxy %s; garbage collection removes its children", key)}
+}

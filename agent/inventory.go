@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/protocol"
+)
+
+// Inventory collects what a heartbeat reports.
+func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
+	ks := &corev1.Namespace{}
+	if err := a.client.Get(ctx, client.ObjectKey{Name: "kube-system"}, ks); err != nil {
+		return nil, err
+	}
+	hb := &protocol.Heartbeat{
+		ProtocolVersion: protocol.Version,
+		ManagerVersion:  a.cfg.Version,
+		ClusterID:       string(ks.UID),
+		ProxyImage:      a.cfg.ProxyImage,
+		BundleVersion:   catalog.BuildVersion,
+		Capabilities: []string{protocol.CapHeartbeat, protocol.CapDeploy, protocol.CapRollout, protocol.CapUpgrade,
+			protocol.CapUninstall, protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint},
+		Deployments: []protocol.Deployment{},
+	}
+	if v, err := a.discovery.ServerVersion(); err == nil {
+		hb.Cluster.KubernetesVersion = v.GitVersion
+	}
+	var nodes corev1.NodeList
+	if err := a.client.List(ctx, &nodes); err == nil {
+		for _, n := range nodes.Items {
+			if r := n.Labels[corev1.LabelTopologyRegion]; r != "" && hb.Cluster.Region == "" {
+				hb.Cluster.Region, hb.Cluster.Zone = r, n.Labels[corev1.LabelTopologyZone]
+			}
+		}
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := a.client.List(ctx, &crds); err != nil {
+		return nil, err
+	}
+	var nexo []apiextensionsv1.CustomResourceDefinition
+	for _, c := range crds.Items {
+		if c.Spec.Group == catalog.Group {
+			nexo = append(nexo, c)
+			hb.InstalledKinds = append(hb.InstalledKinds, c.Spec.Names.Kind)
+		}
+	}
+	sort.Strings(hb.InstalledKinds)
+	hb.SchemaFingerprint, _ = preflight.Fingerprint(nexo)
+
+	var proxies nexov1alpha1.NexoProxyList
+	if err := a.client.List(ctx, &proxies, client.MatchingLabels{OwnerLabel: a.cfg.OwnerID}); err == nil {
+		for _, p := range proxies.Items {
+			hb.Deployments = append(hb.Deployments, protocol.Deployment{Namespace: p.Namespace, Name: p.Name,
+				Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision})
+		}
+	}
+	hb.ManagedProxies = len(hb.Deployments)
+	return hb, nil
+}
