@@ -60,6 +60,7 @@ type controlPlane struct {
 	srv      *httptest.Server
 	failAcks atomic.Int32 // the next N acks answer 500
 	ackCalls atomic.Int32
+	hang     atomic.Bool // every request hangs longer than the Manager's timeout
 }
 
 func (c *controlPlane) admin(method, path string, body, out any) int {
@@ -138,6 +139,9 @@ func run(m *testing.M) int {
 	real := (&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler()
 	cp = &controlPlane{}
 	cp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cp.hang.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+			time.Sleep(2 * time.Second)
+		}
 		if strings.HasSuffix(r.URL.Path, "/ack") {
 			cp.ackCalls.Add(1)
 			if cp.failAcks.Load() > 0 {
@@ -156,7 +160,7 @@ func run(m *testing.M) int {
 }
 
 // newAgent builds a Manager whose logs go to the shared buffer.
-func newAgent(t *testing.T) *agent.Agent {
+func newAgent(t *testing.T, opts ...func(*agent.Config)) *agent.Agent {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	_ = os.WriteFile(tokenFile, []byte(token), 0o400)
@@ -166,8 +170,13 @@ func newAgent(t *testing.T) *agent.Agent {
 		defer logsMu.Unlock()
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{})
-	return agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system",
-		TrustedKeys: map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, Version: "0.2.0", AckAttempts: 2, Log: log}, k8s, d)
+	cfg := agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system",
+		TrustedKeys: map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, Version: "0.2.0", AckAttempts: 2, Log: log,
+		HTTPClient: &http.Client{Timeout: 500 * time.Millisecond}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return agent.New(cfg, k8s, d)
 }
 
 func enqueue(t *testing.T, c protocol.Command) string {
@@ -322,17 +331,6 @@ func TestAckFailuresApplyOnce(t *testing.T) {
 	}
 }
 
-func TestManagerLogsNeverContainTheToken(t *testing.T) {
-	logsMu.Lock()
-	defer logsMu.Unlock()
-	if logs.Len() == 0 {
-		t.Fatal("no Manager logs captured")
-	}
-	if strings.Contains(logs.String(), token) {
-		t.Fatal("the Manager logged the connect token")
-	}
-}
-
 // appliedCount reads nexo_manager_commands_total{type,status} from the Manager's registry.
 func appliedCount(t *testing.T, typ, status string) float64 {
 	t.Helper()
@@ -412,5 +410,80 @@ func TestDeployRefusesBadManifests(t *testing.T) {
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "evil"}, &corev1.ConfigMap{}); err == nil {
 		t.Error("a ConfigMap was written")
+	}
+}
+
+// TestAdoptionNeedsTheMigrationGate: a legacy object without the owner label is refused; with
+// --allow-adoption and the nexo.io/adopt annotation it is adopted and the ack says so.
+func TestAdoptionNeedsTheMigrationGate(t *testing.T) {
+	ctx := context.Background()
+	legacy := &nexov1alpha1.NexoConnectionLimit{ObjectMeta: metav1.ObjectMeta{Name: "legacy-limit", Namespace: "shop"},
+		Spec: nexov1alpha1.NexoConnectionLimitSpec{MaxConnections: 10}}
+	if err := k8s.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	manifest := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoConnectionLimit","metadata":{"name":"legacy-limit","namespace":"shop"},"spec":{"maxConnections":20}}`)
+	id := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{manifest}})
+	round(t, newAgent(t))
+	if c := commandStatus(t, id); c.Status != protocol.Failed || !strings.Contains(c.Message, "not owned by this Manager") {
+		t.Fatalf("deploy over a legacy object: %+v", c)
+	}
+	_ = k8s.Get(ctx, client.ObjectKeyFromObject(legacy), legacy)
+	if legacy.Spec.MaxConnections != 10 {
+		t.Fatal("the legacy object was modified without the migration gate")
+	}
+	legacy.Annotations = map[string]string{agent.AdoptAnnotation: "true"}
+	if err := k8s.Update(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	id = enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{manifest}})
+	round(t, newAgent(t, func(c *agent.Config) { c.AllowAdoption = true }))
+	if c := commandStatus(t, id); c.Status != protocol.Applied || !strings.Contains(c.Message, "adopted") {
+		t.Fatalf("adoption: %+v", c)
+	}
+	_ = k8s.Get(ctx, client.ObjectKeyFromObject(legacy), legacy)
+	if legacy.Spec.MaxConnections != 20 || legacy.Labels[agent.OwnerLabel] != "nexo-manager" {
+		t.Errorf("adopted object: %+v %v", legacy.Spec, legacy.Labels)
+	}
+}
+
+// TestControlPlaneOutageIsReported: a hanging Control Plane times out, the status object says it
+// is unreachable (and never holds the token); the next round after recovery succeeds.
+func TestControlPlaneOutageIsReported(t *testing.T) {
+	ctx := context.Background()
+	a := newAgent(t)
+	cp.hang.Store(true)
+	if _, err := a.Round(ctx); err == nil {
+		t.Fatal("a hanging Control Plane did not fail the round")
+	} else if strings.Contains(err.Error(), token) {
+		t.Fatal("the error contains the token")
+	}
+	status := &corev1.ConfigMap{}
+	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status)
+	if status.Data["controlPlaneReachable"] != "false" || status.Data["lastHeartbeatResult"] == "ok" {
+		t.Errorf("outage not reported: %v", status.Data)
+	}
+	cp.hang.Store(false)
+	round(t, a)
+	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status)
+	if status.Data["controlPlaneReachable"] != "true" {
+		t.Errorf("recovery not reported: %v", status.Data)
+	}
+	for k, v := range status.Data {
+		if strings.Contains(v, token) {
+			t.Errorf("status %s holds the token", k)
+		}
+	}
+}
+
+// Runs last: every Manager above logged into the buffer.
+func TestManagerLogsNeverContainTheToken(t *testing.T) {
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	if logs.Len() == 0 {
+		t.Fatal("no Manager logs captured")
+	}
+	if strings.Contains(logs.String(), token) {
+		t.Fatal("the Manager logged the connect token")
 	}
 }
