@@ -46,8 +46,9 @@ $(CONTROLLER_GEN):
 ##@ Build
 
 .PHONY: build
-build: ## Build the product binaries into bin/.
+build: ## Build the product binaries (and the demo supervisor) into bin/.
 	go build -o $(BIN)/ ./cmd/...
+	go build -o $(BIN)/nexo-demo ./hack/demo
 
 .PHONY: fmt
 fmt: ## Check gofmt and run go vet.
@@ -67,6 +68,21 @@ test: cluster-tools ## Run every test against a real API server (builds the clus
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Demo
+
+CLUSTER ?= local
+.PHONY: demo
+demo: cluster-tools build ## Run all of Nexo Edge on a local cluster (CLUSTER=existing uses $$KUBECONFIG); stays up until make demo-down.
+	CLUSTER=$(CLUSTER) hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop everything make demo started (by pid) and remove .demo.
+	CLUSTER=$(CLUSTER) hack/demo.sh down
+
+.PHONY: demo-check
+demo-check: ## Assert on nexoctl status/preflight -o json against the running demo (CI).
+	hack/demo.sh check
 
 ##@ Benchmark
 

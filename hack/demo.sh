@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# make demo / make demo-down / make demo-check. The supervisor (bin/nexo-demo run) owns every
+# process of the demo; `down` stops it by pid and checks that nothing it started still runs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+dir=.demo
+alive() { kill -0 "$1" 2>/dev/null; }
+
+case "${1:-up}" in
+up)
+  if [[ -f $dir/supervisor.pid ]] && alive "$(cat $dir/supervisor.pid)"; then
+    echo "the demo is already running; run 'make demo-down' first"; exit 1
+  fi
+  rm -rf "$dir"; mkdir -p "$dir"
+  existing=()
+  if [[ "${CLUSTER:-local}" == existing ]]; then existing=(--existing); fi
+  started=$SECONDS
+  setsid nohup bin/nexo-demo run --dir "$dir" --bin bin "${existing[@]}" >"$dir/supervisor.log" 2>&1 </dev/null &
+  echo $! >"$dir/supervisor.pid"
+  shown=0
+  while :; do
+    if [[ -f $dir/progress ]]; then
+      n=$(wc -l <"$dir/progress")
+      if ((n > shown)); then sed -n "$((shown + 1)),${n}p" "$dir/progress"; shown=$n; fi
+    fi
+    [[ -f $dir/ready ]] && break
+    if [[ -f $dir/failed ]] || ! alive "$(cat $dir/supervisor.pid)"; then
+      sleep 1
+      echo
+      echo "✘ the demo failed, and everything it had started was stopped:"
+      cat "$dir/failed" 2>/dev/null || tail -n 30 "$dir/supervisor.log"
+      echo "(logs are kept in $dir; 'make demo-down' removes them)"
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "  (up in $((SECONDS - started))s)"
+  export KUBECONFIG=$root/$dir/kubeconfig
+  echo; echo "── nexoctl preflight ─────────────────────────────────────────────"
+  bin/nexoctl preflight || true
+  echo; echo "── nexoctl status -A ─────────────────────────────────────────────"
+  bin/nexoctl status -A || true
+  cat <<EOF2
+
+Nexo Edge is running on loopback. Explore:
+  export KUBECONFIG=$root/$dir/kubeconfig
+  bin/kubectl get nexo -A
+  bin/nexoctl status orders-proxy -n shop
+  bin/nexoctl status legacy-proxy -n shop
+  bin/controlplane --server \$(sed 's/.*"url":"\([^"]*\)".*/\1/' $dir/controlplane.json) ...   (admin API; see docs/protocol.md)
+Logs: $dir/*.log. Stop everything: make demo-down
+EOF2
+  ;;
+down)
+  if [[ -f $dir/supervisor.pid ]]; then
+    pid=$(cat "$dir/supervisor.pid")
+    if alive "$pid"; then
+      kill -TERM "$pid"
+      for _ in $(seq 1 90); do alive "$pid" || break; sleep 1; done
+      alive "$pid" && kill -KILL "$pid"
+    fi
+  fi
+  left=0
+  if [[ -f $dir/pids ]]; then
+    while read -r p name; do
+      if alive "$p"; then echo "still running: pid $p ($name)"; left=1; fi
+    done <"$dir/pids"
+  fi
+  if [[ -f $dir/kubeconfig && "${CLUSTER:-local}" != existing ]]; then
+    port=$(sed -n 's|.*server: https://127.0.0.1:\([0-9]*\).*|\1|p' "$dir/kubeconfig" | head -1)
+    if [[ -n $port ]] && (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+      echo "the demo's kube-apiserver still answers on port $port"; left=1
+    fi
+  fi
+  rm -rf "$dir"
+  ((left == 0)) || exit 1
+  echo "demo stopped; nothing it started is running; $dir removed"
+  ;;
+check)
+  bin/nexo-demo check --dir "$dir" --bin bin
+  ;;
+*)
+  echo "usage: hack/demo.sh up|down|check"; exit 2 ;;
+esac
