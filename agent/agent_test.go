@@ -60,7 +60,9 @@ type controlPlane struct {
 	srv      *httptest.Server
 	failAcks atomic.Int32 // the next N acks answer 500
 	ackCalls atomic.Int32
-	hang     atomic.Bool // every request hangs longer than the Manager's timeout
+	hang     atomic.Bool  // every request hangs longer than the Manager's timeout
+	real     atomic.Value // http.Handler of the current Control Plane process
+	restart  func()       // replaces the Control Plane with a new one on the same database
 }
 
 func (c *controlPlane) admin(method, path string, body, out any) int {
@@ -130,14 +132,22 @@ func run(m *testing.M) int {
 	}
 	go func() { _ = mgr.Start(opCtx) }()
 
-	store, err := controlplane.Open(filepath.Join(cluster.Dir, "cp.db"))
+	dbPath := filepath.Join(cluster.Dir, "cp.db")
+	store, err := controlplane.Open(dbPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer store.Close()
-	real := (&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler()
+	defer func() { _ = store.Close() }()
 	cp = &controlPlane{}
+	cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+	cp.restart = func() {
+		_ = store.Close()
+		if store, err = controlplane.Open(dbPath); err != nil {
+			panic(err)
+		}
+		cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+	}
 	cp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if cp.hang.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
 			time.Sleep(2 * time.Second)
@@ -150,7 +160,7 @@ func run(m *testing.M) int {
 				return
 			}
 		}
-		real.ServeHTTP(w, r)
+		cp.real.Load().(http.Handler).ServeHTTP(w, r)
 	}))
 	defer cp.srv.Close()
 	var env controlplane.NewEnvironment
@@ -473,6 +483,44 @@ func TestControlPlaneOutageIsReported(t *testing.T) {
 		if strings.Contains(v, token) {
 			t.Errorf("status %s holds the token", k)
 		}
+	}
+}
+
+// TestControlPlaneRestartMidCommand: the Control Plane goes away after delivering a command
+// (acks fail) and comes back from its database; the ack arrives and the command ran once.
+func TestControlPlaneRestartMidCommand(t *testing.T) {
+	a := newAgent(t)
+	manifest := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"mid-restart","namespace":"shop"},"spec":{"operationsPerSecond":9}}`)
+	id := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{manifest}})
+	before := appliedCount(t, protocol.Deploy, protocol.Applied)
+	cp.failAcks.Store(2) // both attempts of this round
+	round(t, a)
+	cp.restart()
+	round(t, a)
+	if c := commandStatus(t, id); c.Status != protocol.Applied {
+		t.Fatalf("after the restart: %+v", c)
+	}
+	if n := appliedCount(t, protocol.Deploy, protocol.Applied) - before; n != 1 {
+		t.Errorf("applied %v times, want once", n)
+	}
+}
+
+// TestTokenRotation: the Manager re-reads its token file; a rotated token is used at the next
+// heartbeat without a restart.
+func TestTokenRotation(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	_ = os.WriteFile(tokenFile, []byte(token), 0o600)
+	a := newAgent(t, func(c *agent.Config) { c.TokenFile = tokenFile })
+	round(t, a)
+	var second controlplane.NewEnvironment
+	cp.admin("POST", "/admin/environments", map[string]string{"name": "rotated"}, &second)
+	_ = os.WriteFile(tokenFile, []byte(second.Token), 0o600)
+	round(t, a)
+	var v controlplane.EnvironmentView
+	cp.admin("GET", "/admin/environments/"+second.ID, nil, &v)
+	if v.LastHeartbeat == nil {
+		t.Fatal("the rotated token was not used")
 	}
 }
 
