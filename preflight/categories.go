@@ -48,6 +48,7 @@ func ClusterCategories(pre bool) []Category {
 			{Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n <namespace> describe deployment nexo-operator", Run: checkAvailable("nexo-operator")},
 			{Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n <namespace> describe deployment nexo-manager", Run: checkAvailable("nexo-manager")},
 			{Description: "connect-token Secret is present and well-formed", Hint: "run nexoctl install --token-file <file> with the token from the Control Plane", Run: checkToken},
+			{Description: "nexo-manager reaches the Control Plane", Hint: "kubectl -n <namespace> logs deployment/nexo-manager; check the Control Plane URL and outbound network policy", Run: checkManagerHeartbeat},
 			{Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
 		}},
 	)
@@ -401,6 +402,25 @@ func checkToken(ctx context.Context, e *Env) Outcome {
 		return fail(fmt.Sprintf("Secret %s key \"token\": %v", e.TokenSecret, err)) // errors never carry the token
 	}
 	return ok("environment " + env)
+}
+
+// checkManagerHeartbeat reads the status object the Manager writes (ConfigMap nexo-manager-status).
+func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
+	cm := &corev1.ConfigMap{}
+	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: "nexo-manager-status"}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return warn("the Manager has not reported a heartbeat yet")
+		}
+		return fail(err.Error())
+	}
+	last, err := time.Parse(time.RFC3339, cm.Data["lastHeartbeatTime"])
+	switch {
+	case cm.Data["controlPlaneReachable"] != "true":
+		return warn("the Control Plane is unreachable: " + cm.Data["lastHeartbeatResult"])
+	case err != nil:
+		return warn("no successful heartbeat yet")
+	}
+	return ok(fmt.Sprintf("last heartbeat %s ago", time.Since(last).Round(time.Second)))
 }
 
 func checkImagesPinned(ctx context.Context, e *Env) Outcome {
