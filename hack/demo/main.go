@@ -269,9 +269,10 @@ func (d *demo) up(ctx context.Context) error {
 	_ = os.WriteFile(d.path("controlplane.json"), []byte(fmt.Sprintf(`{"url":%q,"environment":%q}`+"\n", cpURL, env.ID)), 0o644)
 
 	d.progress("▸ nexoctl install --token-file %s (Helm SDK, the chart embedded in nexoctl)", tokenFile)
+	if err := trustKey(ctx, k8s, cpPub); err != nil {
+		return &stepErr{step: "trust the Control Plane key", err: err}
+	}
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nexo-system", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{"controlplane.pem": signature.MarshalPublicKey(cpPub)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`)}},
 	} {
@@ -292,7 +293,8 @@ func (d *demo) up(ctx context.Context) error {
 	_ = os.WriteFile(d.path("license-vendor.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
 	kenv := []string{"KUBECONFIG=" + kubeconfig}
 	opProbe, mgrProbe := freePort(), freePort()
-	if _, err := d.start("operator", kenv, "--operator-namespace=nexo-system", "--license-public-key="+d.path("license-vendor.pem"),
+	// Leader election as in production: on a cluster that already runs an operator, this one waits.
+	if _, err := d.start("operator", kenv, "--leader-elect", "--operator-namespace=nexo-system", "--license-public-key="+d.path("license-vendor.pem"),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", opProbe)); err != nil {
 		return &stepErr{step: "start nexo-operator", err: err}
 	}
@@ -346,7 +348,13 @@ func (d *demo) up(ctx context.Context) error {
 		errO := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, orders)
 		errL := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "legacy-proxy"}, legacy)
 		c := meta.FindStatusCondition(legacy.Status.Conditions, "Ready")
-		if errO == nil && errL == nil && orders.Status.Phase == nexov1alpha1.ProxyReady && c != nil && c.Reason == "UnsupportedReference" {
+		ordersUp := orders.Status.Phase == nexov1alpha1.ProxyReady ||
+			// On an existing cluster the example images cannot run: the workload is applied and rolling.
+			d.existing && orders.Status.Phase == nexov1alpha1.ProxyProgressing
+		if errO == nil && errL == nil && ordersUp && c != nil && c.Reason == "UnsupportedReference" {
+			if orders.Status.Phase != nexov1alpha1.ProxyReady {
+				d.progress("  orders-proxy is applied but its pods cannot start here: the example images (registry.example.com) are not pullable on a real cluster")
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -389,4 +397,25 @@ func call(url, admin, method, path string, body, out any) error {
 		return json.NewDecoder(resp.Body).Decode(out)
 	}
 	return nil
+}
+
+// trustKey adds the demo Control Plane's public key to the operator's trusted-keys Secret,
+// creating the namespace and the Secret when needed and keeping the keys already there.
+func trustKey(ctx context.Context, k8s client.Client, pub ed25519.PublicKey) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nexo-system", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := k8s.Create(ctx, ns); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return err
+	}
+	entry := "demo-controlplane-" + signature.KeyID(pub) + ".pem"
+	sec := &corev1.Secret{}
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-trusted-keys"}, sec)
+	if err != nil {
+		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{entry: signature.MarshalPublicKey(pub)}}
+		return k8s.Create(ctx, sec)
+	}
+	if sec.Data == nil {
+		sec.Data = map[string][]byte{}
+	}
+	sec.Data[entry] = signature.MarshalPublicKey(pub)
+	return k8s.Update(ctx, sec)
 }
