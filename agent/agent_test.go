@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -312,6 +313,21 @@ func TestDeployRolloutUninstallUpgrade(t *testing.T) {
 	}
 	if c := commandStatus(t, upID); c.Status != protocol.Failed || !strings.Contains(c.Message, "nexoctl install") {
 		t.Errorf("upgrade: %+v", c)
+	}
+	// The rolled-out proxy came re-signed by the Control Plane: still trusted, and its pods roll.
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, p); err != nil {
+			return false, err
+		}
+		dep := &appsv1.Deployment{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, dep); err != nil {
+			return false, err
+		}
+		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation &&
+			dep.Spec.Template.Spec.Containers[0].Image == "registry.example.com/nexo/proxy:0.2.1", nil
+	})
+	if err != nil || !meta.IsStatusConditionTrue(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
+		t.Errorf("after the rollout the proxy is %s, conditions %v", p.Status.Phase, p.Status.Conditions)
 	}
 	// Uninstall of the owned one deletes it.
 	delID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "shop", Name: "orders-proxy"}})

@@ -94,8 +94,22 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	return protocol.Ack{Status: protocol.Applied, Message: msg}
 }
 
-// rollout sets the proxy image on the Manager-owned NexoProxies (or the one named).
+// rollout sets the proxy image on the Manager-owned NexoProxies (or the one named). Signed
+// proxies come re-signed with the command and are applied like a deploy (owned ones only); the
+// image is set directly only on proxies that are not Control-Plane signed.
 func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	resigned := map[string]bool{}
+	if len(cmd.Manifests) > 0 {
+		if ack := a.deploy(ctx, protocol.Command{Namespaces: cmd.Namespaces, Manifests: cmd.Manifests}); ack.Status != protocol.Applied {
+			return ack
+		}
+		for _, raw := range cmd.Manifests {
+			u := &unstructured.Unstructured{}
+			if u.UnmarshalJSON(raw) == nil {
+				resigned[u.GetNamespace()+"/"+u.GetName()] = true
+			}
+		}
+	}
 	var list nexov1alpha1.NexoProxyList
 	if err := a.client.List(ctx, &list, client.MatchingLabels{OwnerLabel: a.cfg.OwnerID}); err != nil {
 		return failed("list owned proxies: %v", err)
@@ -106,8 +120,15 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		if cmd.Proxy != nil && (p.Namespace != cmd.Proxy.Namespace || p.Name != cmd.Proxy.Name) {
 			continue
 		}
+		if resigned[p.Namespace+"/"+p.Name] {
+			changed = append(changed, p.Namespace+"/"+p.Name)
+			continue
+		}
 		if string(p.Spec.ProxyImage) == cmd.Image {
 			continue
+		}
+		if signature.IsManaged(p.Labels) {
+			return failed("NexoProxy %s/%s is Control-Plane signed but the rollout did not carry it re-signed; nothing more was changed (%d already changed)", p.Namespace, p.Name, len(changed))
 		}
 		patch := client.MergeFrom(p.DeepCopy())
 		p.Spec.ProxyImage = nexov1alpha1.Image(cmd.Image)

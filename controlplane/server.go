@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/subtle"
@@ -246,7 +247,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "command is not valid JSON: %v", err)
 		return
 	}
-	if err := s.prepare(&c); err != nil {
+	if err := s.prepare(r.Context(), env.ID, &c); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
@@ -259,7 +260,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]string{"id": c.ID})
 }
 
-func (s *Server) prepare(c *protocol.Command) error {
+func (s *Server) prepare(ctx context.Context, envID string, c *protocol.Command) error {
 	switch c.Type {
 	case protocol.Deploy:
 		if len(c.Namespaces) == 0 || len(c.Manifests) == 0 {
@@ -289,6 +290,7 @@ func (s *Server) prepare(c *protocol.Command) error {
 		if c.Image == "" {
 			return errors.New("rollout needs an image")
 		}
+		return s.resignProxies(ctx, envID, c)
 	case protocol.Upgrade:
 		if c.TargetVersion == "" {
 			return errors.New("upgrade needs a targetVersion")
@@ -299,6 +301,49 @@ func (s *Server) prepare(c *protocol.Command) error {
 		}
 	default:
 		return fmt.Errorf("unknown command type %q: use deploy, rollout, upgrade or uninstall", c.Type)
+	}
+	return nil
+}
+
+// resignProxies attaches to a rollout the NexoProxies this environment last deployed (the named
+// one, or all), with spec.proxyImage set to the new image and signed again: the Manager holds no
+// signing key, and editing a signed object in the cluster would invalidate its signature.
+func (s *Server) resignProxies(ctx context.Context, envID string, c *protocol.Command) error {
+	bodies, err := s.Store.DeployBodies(ctx, envID)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, body := range bodies { // newest first: the latest manifest of each proxy wins
+		var deployed protocol.Command
+		if err := json.Unmarshal([]byte(body), &deployed); err != nil {
+			continue
+		}
+		for _, raw := range deployed.Manifests {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(raw); err != nil || u.GetKind() != "NexoProxy" {
+				continue
+			}
+			key := u.GetNamespace() + "/" + u.GetName()
+			if seen[key] || (c.Proxy != nil && (c.Proxy.Namespace != u.GetNamespace() || c.Proxy.Name != u.GetName())) {
+				continue
+			}
+			seen[key] = true
+			if err := unstructured.SetNestedField(u.Object, c.Image, "spec", "proxyImage"); err != nil {
+				return err
+			}
+			if err := signature.Sign(u, s.Key); err != nil {
+				return err
+			}
+			signed, err := u.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			c.Manifests = append(c.Manifests, signed)
+			if !slices.Contains(c.Namespaces, u.GetNamespace()) {
+				c.Namespaces = append(c.Namespaces, u.GetNamespace())
+			}
+		}
 	}
 	return nil
 }

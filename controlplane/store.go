@@ -204,3 +204,21 @@ func (s *Store) Commands(ctx context.Context, envID string) ([]CommandRecord, er
 	}
 	return out, rows.Err()
 }
+
+// DeployBodies returns the bodies of an environment's applied deploy commands, newest first.
+func (s *Store) DeployBodies(ctx context.Context, envID string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT body FROM commands WHERE env_id = ? AND type = 'deploy' AND status = 'applied' ORDER BY created DESC, id DESC`, envID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var b string
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
