@@ -27,8 +27,9 @@ const FieldOwner = client.FieldOwner("nexo-operator")
 type child struct {
 	desired  client.Object
 	existing client.Object
-	// metaOnly children (Secrets) are looked up in the metadata-only cache and compared through
-	// their content-hash annotation; the full object is read only to correct it.
+	// metaOnly children (Secrets) are looked up in the metadata-only cache. They are in sync
+	// without a read when their content-hash annotation matches and their resourceVersion is the
+	// one the operator last wrote or verified; otherwise the full object is read and compared.
 	metaOnly bool
 	inSync   func() bool
 	correct  func()
@@ -53,7 +54,8 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		existing := &corev1.Secret{}
 		children = append(children, &child{desired: s, existing: existing, metaOnly: true,
 			inSync: func() bool {
-				return existing.Annotations[render.ContentHashKey] == s.Annotations[render.ContentHashKey] && labelsSubset(s, existing)
+				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type &&
+					existing.Annotations[render.ContentHashKey] == s.Annotations[render.ContentHashKey] && labelsSubset(s, existing)
 			},
 			correct: func() {
 				existing.Data, existing.Type = s.Data, s.Type
@@ -105,6 +107,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			if err == nil {
 				created = append(created, c.desired)
 				c.existing = c.desired
+				r.verified.Store(client.ObjectKeyFromObject(c.desired), c.desired.GetResourceVersion())
 				continue
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -119,18 +122,29 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 				return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 			}
 		}
-		if c.inSync() {
-			continue
-		}
-		if c.metaOnly { // the metadata told us it differs; read the object to correct it
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.existing); err != nil {
+		key := client.ObjectKeyFromObject(c.desired)
+		if c.metaOnly {
+			if rv, ok := r.verified.Load(key); ok && rv == c.existing.GetResourceVersion() &&
+				c.existing.GetAnnotations()[render.ContentHashKey] == c.desired.GetAnnotations()[render.ContentHashKey] {
+				continue // unchanged since the operator wrote or checked it
+			}
+			if err := r.APIReader.Get(ctx, key, c.existing); err != nil {
 				return nil, nil, err
 			}
+		}
+		if c.inSync() {
+			if c.metaOnly {
+				r.verified.Store(key, c.existing.GetResourceVersion())
+			}
+			continue
 		}
 		logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", kindOf(c.desired), "name", c.desired.GetName())
 		c.correct()
 		if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
 			return nil, nil, &applyError{"update", c.desired, err}
+		}
+		if c.metaOnly {
+			r.verified.Store(key, c.existing.GetResourceVersion())
 		}
 	}
 	return depChild.existing.(*appsv1.Deployment), nil, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,6 +62,9 @@ type ProxyReconciler struct {
 
 	secrets secretUsers
 	metrics *proxyMetrics
+	// verified maps a metadata-only child (a pull-Secret copy) to the resourceVersion the
+	// operator last wrote or checked in full.
+	verified sync.Map
 }
 
 // SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
@@ -115,6 +119,12 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if client.IgnoreNotFound(err) == nil {
 			r.secrets.set(req.NamespacedName, nil)
 			r.metrics.forget(req.NamespacedName)
+			r.verified.Range(func(k, _ any) bool {
+				if key := k.(types.NamespacedName); key.Namespace == req.Namespace && strings.HasPrefix(key.Name, render.PullSecretName(req.Name, "")) {
+					r.verified.Delete(k)
+				}
+				return true
+			})
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -585,3 +585,30 @@ func TestLicenseMaxProxies(t *testing.T) {
 		t.Fatalf("second proxy did not take the freed license slot: %+v", p.Status)
 	}
 }
+
+// TestTamperedPullSecretCopyIsCorrected edits a copy's data (leaving its annotations alone): the
+// operator notices and writes the source's content back.
+func TestTamperedPullSecretCopyIsCorrected(t *testing.T) {
+	ns := "drift" // converged by TestDriftIsCorrected
+	waitProxy(t, ns, 2*time.Minute, "Ready", isReady)
+	ctx := context.Background()
+	cp := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ns, Name: proxyName + "-pull-nexo-registry"}
+	if err := k8s.Get(ctx, key, cp); err != nil {
+		t.Fatal(err)
+	}
+	want := string(cp.Data[corev1.DockerConfigJsonKey])
+	cp.Data[corev1.DockerConfigJsonKey] = []byte(`{"auths":{"evil.example.com":{}}}`)
+	if err := k8s.Update(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, key, cp); err != nil {
+			return false, err
+		}
+		return string(cp.Data[corev1.DockerConfigJsonKey]) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("tampered copy not corrected: %s", cp.Data[corev1.DockerConfigJsonKey])
+	}
+}
