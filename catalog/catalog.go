@@ -24,11 +24,10 @@ const (
 
 // Label and annotation keys stamped on every CRD from this catalog.
 const (
-	SupportLabel         = "nexo.io/support"
-	ResourcePolicyKey    = "helm.sh/resource-policy"
-	ResourcePolicyKeep   = "keep"
-	CategoryNexo         = "nexo"
-	BuildVersionLabelKey = "nexo.io/bundle-version"
+	SupportLabel       = "nexo.io/support"
+	ResourcePolicyKey  = "helm.sh/resource-policy"
+	ResourcePolicyKeep = "keep"
+	CategoryNexo       = "nexo"
 )
 
 // Support says what this build does with a kind.
@@ -146,16 +145,6 @@ func Lookup(kind string) (Kind, bool) {
 	return Kind{}, false
 }
 
-// ByPlural returns the catalog entry for a resource plural.
-func ByPlural(plural string) (Kind, bool) {
-	for _, k := range Kinds {
-		if k.Plural == plural {
-			return k, true
-		}
-	}
-	return Kind{}, false
-}
-
 // WithSupport lists the kind names with the given support, in catalog order.
 func WithSupport(s Support) []string {
 	var out []string
@@ -183,17 +172,6 @@ func (k Kind) AllowedIn(s Slot) bool { return slices.Contains(k.Slots, s) }
 
 // CRDName is the CustomResourceDefinition name of the kind.
 func (k Kind) CRDName() string { return k.Plural + "." + Group }
-
-// StepKinds lists the kinds that run as a step container (request, response or connection slot).
-func StepKinds() []string {
-	var out []string
-	for _, k := range Kinds {
-		if k.AllowedIn(SlotRequest) || k.AllowedIn(SlotResponse) || k.AllowedIn(SlotConnection) {
-			out = append(out, k.Kind)
-		}
-	}
-	return out
-}
 
 // UnsupportedMessage is the sentence every component uses when a schema-only kind is referenced.
 func UnsupportedMessage(kind string) string {

@@ -4,7 +4,6 @@ package operator
 
 import (
 	"context"
-	"crypto/ed25519"
 	"fmt"
 	"os"
 
@@ -133,13 +132,4 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		return nil, nil, err
 	}
 	return mgr, registered, nil
-}
-
-// PublicKeys is a helper for tests and tools: key id → key for the given keys.
-func PublicKeys(keys ...ed25519.PublicKey) map[string]ed25519.PublicKey {
-	out := map[string]ed25519.PublicKey{}
-	for _, k := range keys {
-		out[signature.KeyID(k)] = k
-	}
-	return out
 }
