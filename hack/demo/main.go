@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -372,31 +371,11 @@ func (d *demo) up(ctx context.Context) error {
 
 func registerEnvironment(url, admin string) (controlplane.NewEnvironment, error) {
 	var env controlplane.NewEnvironment
-	return env, call(url, admin, "POST", "/admin/environments", map[string]string{"name": "demo"}, &env)
+	return env, controlplane.AdminClient{URL: url, Token: admin}.Do("POST", "/admin/environments", map[string]string{"name": "demo"}, &env)
 }
 
 func enqueue(url, admin, envID string, c protocol.Command) error {
-	return call(url, admin, "POST", "/admin/environments/"+envID+"/commands", c, nil)
-}
-
-func call(url, admin, method, path string, body, out any) error {
-	raw, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, url+path, strings.NewReader(string(raw)))
-	req.Header.Set("Authorization", "Bearer "+admin)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e protocol.Error
-		_ = json.NewDecoder(resp.Body).Decode(&e)
-		return fmt.Errorf("%s %s: %s %s", method, path, resp.Status, e.Error)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
+	return controlplane.AdminClient{URL: url, Token: admin}.Do("POST", "/admin/environments/"+envID+"/commands", c, nil)
 }
 
 // trustKey adds the demo Control Plane's public key to the operator's trusted-keys Secret,

@@ -3,7 +3,6 @@
 package controlplanecmd
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -37,23 +36,7 @@ func NewRootCmd(out io.Writer) *cobra.Command {
 		if err != nil {
 			return fmt.Errorf("read the admin token: %w", err)
 		}
-		raw, _ := json.Marshal(body)
-		req, _ := http.NewRequest(method, strings.TrimSuffix(server, "/")+path, bytes.NewReader(raw))
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			var e protocol.Error
-			_ = json.NewDecoder(resp.Body).Decode(&e)
-			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
-		}
-		if outv != nil {
-			return json.NewDecoder(resp.Body).Decode(outv)
-		}
-		return nil
+		return controlplane.AdminClient{URL: server, Token: strings.TrimSpace(string(tok))}.Do(method, path, body, outv)
 	}
 	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall))
 	return root
