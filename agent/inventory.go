@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -41,16 +40,12 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 			}
 		}
 	}
-	var crds apiextensionsv1.CustomResourceDefinitionList
-	if err := a.client.List(ctx, &crds); err != nil {
+	nexo, err := preflight.NexoCRDs(ctx, a.client)
+	if err != nil {
 		return nil, err
 	}
-	var nexo []apiextensionsv1.CustomResourceDefinition
-	for _, c := range crds.Items {
-		if c.Spec.Group == catalog.Group {
-			nexo = append(nexo, c)
-			hb.InstalledKinds = append(hb.InstalledKinds, c.Spec.Names.Kind)
-		}
+	for _, c := range nexo {
+		hb.InstalledKinds = append(hb.InstalledKinds, c.Spec.Names.Kind)
 	}
 	sort.Strings(hb.InstalledKinds)
 	hb.SchemaFingerprint, _ = preflight.Fingerprint(nexo)

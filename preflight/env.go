@@ -32,6 +32,8 @@ type Env struct {
 	Offline bool
 	// TokenSecret is the connect-token Secret's name.
 	TokenSecret string
+
+	crds []apiextensionsv1.CustomResourceDefinition // memo of installedCRDs
 }
 
 // NewClusterEnv connects to a cluster.
@@ -92,19 +94,32 @@ func LoadDir(dir string) (*Env, error) {
 	return e, nil
 }
 
-// installedCRDs lists the nexo.io CRDs in the cluster.
-func (e *Env) installedCRDs(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
+// NexoCRDs lists the nexo.io CRDs installed in a cluster. nexoctl preflight and the Manager both
+// fingerprint what it returns.
+func NexoCRDs(ctx context.Context, c client.Reader) ([]apiextensionsv1.CustomResourceDefinition, error) {
 	var list apiextensionsv1.CustomResourceDefinitionList
-	if err := e.Client.List(ctx, &list); err != nil {
+	if err := c.List(ctx, &list); err != nil {
 		return nil, err
 	}
 	var out []apiextensionsv1.CustomResourceDefinition
-	for _, c := range list.Items {
-		if c.Spec.Group == catalog.Group {
-			out = append(out, c)
+	for _, crd := range list.Items {
+		if crd.Spec.Group == catalog.Group {
+			out = append(out, crd)
 		}
 	}
 	return out, nil
+}
+
+// installedCRDs lists the nexo.io CRDs once per run; several checks read them.
+func (e *Env) installedCRDs(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	if e.crds == nil {
+		crds, err := NexoCRDs(ctx, e.Client)
+		if err != nil {
+			return nil, err
+		}
+		e.crds = crds
+	}
+	return e.crds, nil
 }
 
 // nexoObjects lists the Nexo objects of the given kinds: from the folder offline, from every
