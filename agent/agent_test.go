@@ -418,11 +418,7 @@ func TestDeployRefusesBadManifests(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(protocol.HeartbeatResponse{NextHeartbeatSeconds: 1, Commands: cmds})
 	}))
 	defer crafted.Close()
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	_ = os.WriteFile(tokenFile, []byte(token), 0o400)
-	d, _ := discovery.NewDiscoveryClientForConfig(cluster.Config)
-	a := agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: crafted.URL, Namespace: "nexo-system",
-		TrustedKeys: map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, Log: funcr.New(func(string, string) {}, funcr.Options{})}, k8s, d)
+	a := newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = crafted.URL })
 	round(t, a)
 	for _, c := range cmds {
 		if ack := acks[c.ID]; ack.Status != protocol.Failed || !strings.Contains(ack.Message, "nothing was applied") {

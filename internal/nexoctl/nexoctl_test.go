@@ -35,6 +35,22 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
+// clusterWithCRDs starts an API server with the CRDs, stopped when the test ends, and a client
+// for built-in, CRD and Nexo kinds.
+func clusterWithCRDs(t *testing.T) (*testcluster.Cluster, client.Client) {
+	t.Helper()
+	c, err := testcluster.Start(context.Background(), testcluster.Options{CRDDirectoryPaths: []string{testcluster.CRDDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	env, err := preflight.NewClusterEnv(c.Config, "nexo-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, env.Client
+}
+
 func findCheck(t *testing.T, r preflight.Report, prefix string) preflight.Result {
 	t.Helper()
 	res, ok := r.Find(prefix)
@@ -176,16 +192,7 @@ func TestSignAndVerify(t *testing.T) {
 // schema-only kind.
 func TestClusterPreflight(t *testing.T) {
 	ctx := context.Background()
-	c, err := testcluster.Start(ctx, testcluster.Options{CRDDirectoryPaths: []string{testcluster.CRDDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	env, err := preflight.NewClusterEnv(c.Config, "nexo-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k8s := env.Client
+	c, k8s := clusterWithCRDs(t)
 	report := func() preflight.Report {
 		out, errOut, _ := run(t, "", "--kubeconfig", c.Kubeconfig, "preflight", "-o", "json")
 		var r preflight.Report

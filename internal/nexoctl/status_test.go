@@ -17,7 +17,6 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/preflight"
 )
 
 var ages = regexp.MustCompile(`\b\d+(s|m|h|d)\d*(s|m)?\b`)
@@ -49,16 +48,7 @@ func setReady(t *testing.T, k8s client.Client, o nexov1alpha1.Object, status met
 
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
-	c, err := testcluster.Start(ctx, testcluster.Options{CRDDirectoryPaths: []string{testcluster.CRDDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	env, err := preflight.NewClusterEnv(c.Config, "nexo-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k8s := env.Client
+	c, k8s := clusterWithCRDs(t)
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil {
 		t.Fatal(err)
 	}
