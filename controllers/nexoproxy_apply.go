@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strconv"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -22,58 +25,75 @@ import (
 // FieldOwner is the operator's field manager on every write.
 const FieldOwner = client.FieldOwner("nexo-operator")
 
-// child is one generated object: what we want, what is there, how to tell they agree and how to
-// bring the existing one in line.
+// child is one generated object: what we want, what the cache shows, and how to compare and
+// correct the whole object when it has to be read.
+//
+// The caches hold children trimmed to their metadata (Deployments also keep replica counts; see
+// cache.go). A child is in sync without any read when its content-hash annotation is the desired
+// one and its version (generation for the Deployment, whose status moves all the time;
+// resourceVersion otherwise) is the one the operator last wrote or compared in full. Otherwise
+// the whole object is read from the API server, compared, and corrected if it drifted.
 type child struct {
-	desired  client.Object
-	existing client.Object
-	// metaOnly children (Secrets) are looked up in the metadata-only cache. They are in sync
-	// without a read when their content-hash annotation matches and their resourceVersion is the
-	// one the operator last wrote or verified; otherwise the full object is read and compared.
-	metaOnly bool
-	inSync   func() bool
-	correct  func()
-	found    bool
+	desired client.Object
+	// cached is the trimmed object from the cache; full receives the whole object when read.
+	cached, full client.Object
+	version      func(client.Object) string
+	// keepsLabels: the cache shows the child's labels (a label edit does not move its version).
+	keepsLabels bool
+	inSync      func() bool
+	correct     func()
+	found       bool
 }
 
-// apply creates or corrects the proxy's children. Lookups use the caches only, so a converged
-// proxy costs no API call and a new one costs only its creates. A name held by someone else is a
-// Conflict: nothing is overwritten, and children this pass created are removed again, so a
-// conflict leaves nothing half-applied.
+func resourceVersion(o client.Object) string { return o.GetResourceVersion() }
+
+func generation(o client.Object) string { return strconv.FormatInt(o.GetGeneration(), 10) }
+
+// metadataChild is a child (ConfigMap, Secret or Service) whose cache holds only its metadata.
+func metadataChild(desired, full client.Object, inSync func() bool, correct func()) *child {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindOf(full)))
+	return &child{desired: desired, cached: m, full: full, version: resourceVersion, inSync: inSync, correct: correct}
+}
+
+// apply creates or corrects the proxy's children. A converged proxy costs no API call and a new
+// one costs only its creates. A name held by someone else is a Conflict: nothing is overwritten,
+// and children this pass created are removed again, so a conflict leaves nothing half-applied.
 func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*appsv1.Deployment, *blocked, error) {
 	g := res.graph
+	proxyKey := client.ObjectKeyFromObject(proxy)
 	var children []*child
 	for _, cm := range render.ConfigMaps(g) {
 		existing := &corev1.ConfigMap{}
-		children = append(children, &child{desired: cm, existing: existing,
-			inSync:  func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
-			correct: func() { existing.Data = cm.Data; mergeLabels(cm, existing) }})
+		children = append(children, metadataChild(cm, existing,
+			func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
+			func() { existing.Data = cm.Data; mergeLabels(cm, existing) }))
 	}
 	for _, src := range res.pullSecrets {
 		s := render.PullSecret(g, src)
 		existing := &corev1.Secret{}
-		children = append(children, &child{desired: s, existing: existing, metaOnly: true,
-			inSync: func() bool {
-				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type &&
-					existing.Annotations[render.ContentHashKey] == s.Annotations[render.ContentHashKey] && labelsSubset(s, existing)
+		children = append(children, metadataChild(s, existing,
+			func() bool {
+				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type && labelsSubset(s, existing) &&
+					existing.Annotations[render.CopiedFromKey] == s.Annotations[render.CopiedFromKey]
 			},
-			correct: func() {
+			func() {
 				existing.Data, existing.Type = s.Data, s.Type
 				mergeLabels(s, existing)
-				existing.Annotations = s.Annotations
-			}})
+				existing.Annotations = maps.Clone(s.Annotations)
+			}))
 	}
 	dep := render.Deployment(g, configHash, revision)
-	existingDep := &appsv1.Deployment{}
-	depChild := &child{desired: dep, existing: existingDep,
-		inSync:  func() bool { return deploymentInSync(dep, existingDep) },
-		correct: func() { existingDep.Spec = dep.Spec; mergeLabels(dep, existingDep) }}
+	cachedDep, fullDep := &appsv1.Deployment{}, &appsv1.Deployment{}
+	depChild := &child{desired: dep, cached: cachedDep, full: fullDep, version: generation, keepsLabels: true,
+		inSync:  func() bool { return deploymentInSync(dep, fullDep) },
+		correct: func() { fullDep.Spec = dep.Spec; mergeLabels(dep, fullDep) }}
 	children = append(children, depChild)
 	svc := render.Service(g)
 	existingSvc := &corev1.Service{}
-	children = append(children, &child{desired: svc, existing: existingSvc,
-		inSync:  func() bool { return serviceInSync(svc, existingSvc) },
-		correct: func() { correctService(svc, existingSvc); mergeLabels(svc, existingSvc) }})
+	children = append(children, metadataChild(svc, existingSvc,
+		func() bool { return serviceInSync(svc, existingSvc) },
+		func() { correctService(svc, existingSvc); mergeLabels(svc, existingSvc) }))
 
 	// Names the caches already show as someone else's stop the pass before any write. After a
 	// conflict, the API server is asked too (the caches hold only the operator's own objects), so
@@ -87,18 +107,19 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			return nil, nil, err
 		}
 		if !c.found && afterConflict {
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.existing); err == nil {
-				c.found = true
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.full); err == nil {
+				c.found, c.cached = true, c.full
 			} else if !apierrors.IsNotFound(err) {
 				return nil, nil, err
 			}
 		}
-		if c.found && !metav1.IsControlledBy(c.existing, proxy) {
+		if c.found && !metav1.IsControlledBy(c.cached, proxy) {
 			return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 		}
 	}
 	var created []client.Object
 	for _, c := range children {
+		id := childID{kindOf(c.desired), c.desired.GetName()}
 		if !c.found {
 			if err := controllerutil.SetControllerReference(proxy, c.desired, r.Scheme); err != nil {
 				return nil, nil, err
@@ -106,69 +127,102 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			err := r.Create(ctx, c.desired, FieldOwner)
 			if err == nil {
 				created = append(created, c.desired)
-				c.existing = c.desired
-				r.verified.Store(client.ObjectKeyFromObject(c.desired), c.desired.GetResourceVersion())
+				c.cached = c.desired
+				r.versions.set(proxyKey, id, c.version(c.desired))
 				continue
 			}
 			if !apierrors.IsAlreadyExists(err) {
 				return nil, nil, &applyError{"create", c.desired, err}
 			}
 			// The cache had not seen it yet, or it is someone else's: ask the API server.
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.existing); err != nil {
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.full); err != nil {
 				return nil, nil, err
 			}
-			if !metav1.IsControlledBy(c.existing, proxy) {
+			c.cached = c.full
+			if !metav1.IsControlledBy(c.full, proxy) {
 				r.rollback(ctx, created)
 				return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 			}
 		}
-		key := client.ObjectKeyFromObject(c.desired)
-		if c.metaOnly {
-			if rv, ok := r.verified.Load(key); ok && rv == c.existing.GetResourceVersion() &&
-				c.existing.GetAnnotations()[render.ContentHashKey] == c.desired.GetAnnotations()[render.ContentHashKey] {
-				continue // unchanged since the operator wrote or checked it
-			}
-			if err := r.APIReader.Get(ctx, key, c.existing); err != nil {
+		wantHash := c.desired.GetAnnotations()[render.ContentHashKey]
+		if c.cached.GetAnnotations()[render.ContentHashKey] == wantHash && r.versions.is(proxyKey, id, c.version(c.cached)) &&
+			(!c.keepsLabels || labelsSubset(c.desired, c.cached)) {
+			continue // unchanged since the operator wrote or compared it
+		}
+		if c.cached != c.full {
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.full); err != nil {
 				return nil, nil, err
 			}
+			c.cached = c.full
 		}
-		if c.inSync() {
-			if c.metaOnly {
-				r.verified.Store(key, c.existing.GetResourceVersion())
-			}
+		if c.inSync() && c.full.GetAnnotations()[render.ContentHashKey] == wantHash {
+			r.versions.set(proxyKey, id, c.version(c.full))
 			continue
 		}
-		logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", kindOf(c.desired), "name", c.desired.GetName())
+		logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", id.kind, "name", id.name)
 		c.correct()
-		if err := r.Update(ctx, c.existing, FieldOwner); err != nil {
+		setAnnotation(c.full, render.ContentHashKey, wantHash)
+		if err := r.Update(ctx, c.full, FieldOwner); err != nil {
 			return nil, nil, &applyError{"update", c.desired, err}
 		}
-		if c.metaOnly {
-			r.verified.Store(key, c.existing.GetResourceVersion())
-		}
+		r.versions.set(proxyKey, id, c.version(c.full))
 	}
-	return depChild.existing.(*appsv1.Deployment), nil, nil
+	return depChild.cached.(*appsv1.Deployment), nil, nil
 }
 
-// lookup reads a child from the cache: the label-scoped object cache, or for Secrets the
-// metadata-only cache.
+// lookup reads a child from the cache.
 func (r *ProxyReconciler) lookup(ctx context.Context, c *child) error {
-	key := client.ObjectKeyFromObject(c.desired)
-	var err error
-	if c.metaOnly {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-		if err = r.Get(ctx, key, m); err == nil {
-			c.existing.(*corev1.Secret).ObjectMeta = m.ObjectMeta
-		}
-	} else {
-		err = r.Get(ctx, key, c.existing)
-	}
+	err := r.Get(ctx, client.ObjectKeyFromObject(c.desired), c.cached)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	c.found = err == nil
 	return err
+}
+
+// childID names one child of a proxy.
+type childID struct{ kind, name string }
+
+// childVersions remembers, per proxy and child, the version (generation or resourceVersion) at
+// which the operator last wrote the child or compared it in full. It starts empty, so after a
+// restart each child is read once in full before the cache alone is trusted.
+type childVersions struct {
+	mu      sync.Mutex
+	byProxy map[types.NamespacedName]map[childID]string
+}
+
+func (v *childVersions) is(proxy types.NamespacedName, id childID, version string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.byProxy[proxy][id]
+	return ok && got == version
+}
+
+func (v *childVersions) set(proxy types.NamespacedName, id childID, version string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.byProxy == nil {
+		v.byProxy = map[types.NamespacedName]map[childID]string{}
+	}
+	if v.byProxy[proxy] == nil {
+		v.byProxy[proxy] = map[childID]string{}
+	}
+	v.byProxy[proxy][id] = version
+}
+
+func (v *childVersions) forget(proxy types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.byProxy, proxy)
+}
+
+func setAnnotation(o client.Object, key, value string) {
+	a := maps.Clone(o.GetAnnotations())
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	o.SetAnnotations(a)
 }
 
 // rollback deletes the children this pass created (they are the proxy's own, just made) after a

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -60,11 +58,10 @@ type ProxyReconciler struct {
 	// Workers is the number of concurrent reconciles (default 4).
 	Workers int
 
-	secrets secretUsers
-	metrics *proxyMetrics
-	// verified maps a metadata-only child (a pull-Secret copy) to the resourceVersion the
-	// operator last wrote or checked in full.
-	verified sync.Map
+	secrets  secretUsers
+	metrics  *proxyMetrics
+	versions childVersions
+	slots    licenseSlots
 }
 
 // SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
@@ -80,6 +77,9 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if err := idx.IndexField(ctx, &nexov1alpha1.NexoPipeline{}, indexPipelineRefs, indexPipeline); err != nil {
 		return err
 	}
+	if err := r.slots.watch(ctx, mgr.GetCache()); err != nil {
+		return err
+	}
 	if r.Workers < 1 {
 		r.Workers = 4
 	}
@@ -88,8 +88,8 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
 		Owns(&appsv1.Deployment{}, builder.WithPredicates(deploymentChanged())).
-		Owns(&corev1.Service{}, builder.WithPredicates(childChanged())).
-		Owns(&corev1.ConfigMap{}, builder.WithPredicates(childChanged())).
+		Owns(&corev1.Service{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
 		Watches(&nexov1alpha1.NexoProxy{}, handler.EnqueueRequestsFromMapFunc(r.proxiesSharingLicense),
 			builder.WithPredicates(predicate.Funcs{
@@ -119,12 +119,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if client.IgnoreNotFound(err) == nil {
 			r.secrets.set(req.NamespacedName, nil)
 			r.metrics.forget(req.NamespacedName)
-			r.verified.Range(func(k, _ any) bool {
-				if key := k.(types.NamespacedName); key.Namespace == req.Namespace && strings.HasPrefix(key.Name, render.PullSecretName(req.Name, "")) {
-					r.verified.Delete(k)
-				}
-				return true
-			})
+			r.versions.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -329,21 +324,13 @@ func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.
 		return &blocked{reason: ReasonMissingEntitlement, message: fmt.Sprintf("NexoLicense %s does not entitle %s; entitled: %s",
 			lic.Name, strings.Join(missing, ", "), strings.Join(lic.Status.Entitlements, ", "))}, nil
 	}
-	var siblings nexov1alpha1.NexoProxyList
-	if err := r.List(ctx, &siblings, client.InNamespace(proxy.Namespace), client.MatchingFields{indexProxyLicense: lic.Name}); err != nil {
+	ok, count, pos, err := r.slots.admitted(ctx, r.Client, proxy, types.NamespacedName{Namespace: proxy.Namespace, Name: lic.Name}, lic.Status.MaxProxies)
+	if err != nil {
 		return nil, err
 	}
-	sort.Slice(siblings.Items, func(i, j int) bool {
-		a, b := siblings.Items[i], siblings.Items[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		return a.Name < b.Name
-	})
-	pos := slices.IndexFunc(siblings.Items, func(p nexov1alpha1.NexoProxy) bool { return p.Name == proxy.Name })
-	if pos >= int(lic.Status.MaxProxies) {
+	if !ok {
 		return &blocked{reason: ReasonLicenseExhausted, message: fmt.Sprintf("NexoLicense %s covers %d proxies and %d reference it; this proxy is number %d by creation time",
-			lic.Name, lic.Status.MaxProxies, len(siblings.Items), pos+1), wait: true}, nil
+			lic.Name, lic.Status.MaxProxies, count, pos), wait: true}, nil
 	}
 	return nil, nil
 }

@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/render"
 )
 
 // Field indexes on every reference, so a change re-queues exactly the proxies that use it.
@@ -58,10 +58,11 @@ func indexPipeline(o client.Object) []string {
 	return out
 }
 
-// proxiesWhere lists the proxies in ns whose index field has value.
+// proxiesWhere lists the proxies in ns whose index field has value (names only, so the cached
+// proxies are read without copies).
 func (r *ProxyReconciler) proxiesWhere(ctx context.Context, ns, field, value string) []reconcile.Request {
 	var list nexov1alpha1.NexoProxyList
-	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{field: value}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))
@@ -101,7 +102,8 @@ func (r *ProxyReconciler) proxiesForComponent(kind string) func(context.Context,
 // (proxies count in creation order), so creations need no re-queue.
 func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Object) []reconcile.Request {
 	var list nexov1alpha1.NexoProxyList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexProxyLicense: o.(*nexov1alpha1.NexoProxy).Spec.LicenseRef.Name}); err != nil {
+	// Read-only: the cached proxies are not copied.
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexProxyLicense: o.(*nexov1alpha1.NexoProxy).Spec.LicenseRef.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -113,25 +115,21 @@ func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Ob
 	return out
 }
 
-// childChanged ignores the creation of a child (the operator just made it) and updates that
-// change nothing but bookkeeping; deletions and real edits (drift) pass.
+// childChanged ignores the creation of a child (the operator just made it). Children are cached
+// as metadata (see cache.go), so for them any new resourceVersion may be drift and passes; for the
+// Deployment, whose status moves all the time, a new generation, new labels, owners or content
+// hash does (status changes are deploymentChanged's).
 func childChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			a, b := e.ObjectOld, e.ObjectNew
-			if a.GetGeneration() != b.GetGeneration() || !maps.Equal(a.GetLabels(), b.GetLabels()) || len(a.GetOwnerReferences()) != len(b.GetOwnerReferences()) {
-				return true
+			if _, ok := a.(*appsv1.Deployment); !ok {
+				return a.GetResourceVersion() != b.GetResourceVersion()
 			}
-			switch oldObj := a.(type) {
-			case *corev1.ConfigMap:
-				return !maps.Equal(oldObj.Data, b.(*corev1.ConfigMap).Data)
-			case *corev1.Service:
-				return !equality.Semantic.DeepEqual(oldObj.Spec, b.(*corev1.Service).Spec)
-			case *appsv1.Deployment:
-				return false // spec edits change the generation; status is deploymentChanged's
-			}
-			return a.GetResourceVersion() != b.GetResourceVersion() // metadata-only Secrets: content may have changed
+			return a.GetGeneration() != b.GetGeneration() || !maps.Equal(a.GetLabels(), b.GetLabels()) ||
+				len(a.GetOwnerReferences()) != len(b.GetOwnerReferences()) ||
+				a.GetAnnotations()[render.ContentHashKey] != b.GetAnnotations()[render.ContentHashKey]
 		},
 	}
 }

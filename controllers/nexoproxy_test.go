@@ -363,7 +363,52 @@ func TestDriftIsCorrected(t *testing.T) {
 	if err != nil {
 		t.Fatalf("edited Service was not corrected: %+v", svc.Spec.Ports)
 	}
+	// The caches hold only the children's metadata: edits of a ConfigMap's data, of the pod
+	// template and of the Deployment's labels must still be seen and corrected.
+	tamperChildren(t, ns)
+	waitChildrenCorrected(t, ns)
 	waitProxy(t, ns, 2*time.Minute, "Ready again", isReady)
+}
+
+// tamperChildren edits, behind the operator's back, what its caches do not hold: a ConfigMap's
+// data, the Deployment's pod template, and a label of the Deployment.
+func tamperChildren(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.RoutingName(proxyName)}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["routing.json"] = `{"upstream":"evil:27017"}`
+	if err := k8s.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	d := deployment(t, ns)
+	d.Spec.Template.Spec.Containers[0].Image = "registry.example.com/evil:1"
+	d.Labels[render.ProxyLabel] = "someone-else"
+	if err := k8s.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitChildrenCorrected(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	var cm corev1.ConfigMap
+	var d appsv1.Deployment
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.RoutingName(proxyName)}, &cm); err != nil {
+			return false, err
+		}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName}, &d); err != nil {
+			return false, err
+		}
+		return !strings.Contains(cm.Data["routing.json"], "evil") && !strings.Contains(d.Spec.Template.Spec.Containers[0].Image, "evil") &&
+			d.Labels[render.ProxyLabel] == proxyName, nil
+	})
+	if err != nil {
+		t.Fatalf("tampered children were not corrected: routing %s, image %s, labels %v", cm.Data["routing.json"], d.Spec.Template.Spec.Containers[0].Image, d.Labels)
+	}
 }
 
 func TestDeletingProxyCollectsChildren(t *testing.T) {

@@ -83,6 +83,25 @@ func TestRestartOverConvergedProxiesWritesNothing(t *testing.T) {
 	t.Logf("restart: %d proxies in scope, %v reconciles, %d mutating calls", len(inScope), reconcileTotal("nexoproxies")-before, op.mutating.Load())
 }
 
+// A restarted operator trusts its metadata caches only after it has compared every child in
+// full once, so drift made while it was down is corrected too.
+func TestDriftWhileStoppedIsCorrectedAfterRestart(t *testing.T) {
+	ns := "drift-stopped"
+	applyGraph(t, ns, validLicense(t), nil)
+	waitProxy(t, ns, 2*time.Minute, "Ready", isReady)
+	quiesce(t, op, 2*time.Second, 2*time.Minute)
+	if err := op.stop(); err != nil {
+		t.Fatal(err)
+	}
+	tamperChildren(t, ns)
+	var err error
+	if op, err = startOperator(filepath.Join(cluster.Dir, "license-vendor.pem")); err != nil {
+		t.Fatal(err)
+	}
+	waitChildrenCorrected(t, ns)
+	waitProxy(t, ns, 2*time.Minute, "Ready again", isReady)
+}
+
 func TestOperatorRegistersExactlyTheReconciledKinds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

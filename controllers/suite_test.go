@@ -34,7 +34,7 @@ import (
 const operatorNamespace = "nexo-system"
 
 // Namespaces the operator under test watches; "unwatched" is deliberately left out.
-var watched = []string{"graph", "edit", "tamper", "lic-expired", "lic-entitle", "schema-only", "missing", "drift", "gc", "conflict", "conflict-svc", "nodeport", "maxproxies", "restart"}
+var watched = []string{"graph", "edit", "tamper", "lic-expired", "lic-entitle", "schema-only", "missing", "drift", "gc", "conflict", "conflict-svc", "nodeport", "maxproxies", "restart", "drift-stopped"}
 
 var (
 	cluster   *testcluster.Cluster

@@ -72,6 +72,7 @@ func ConfigMaps(g *Graph) []*corev1.ConfigMap {
 	out := make([]*corev1.ConfigMap, 0, len(data))
 	for _, name := range sortedKeys(data) {
 		cm := &corev1.ConfigMap{ObjectMeta: meta(g, name), Data: data[name]}
+		setContentHash(cm, cm.Data)
 		out = append(out, cm)
 	}
 	return out
@@ -194,7 +195,7 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: PullSecretName(name, s.Name)})
 	}
 	drain := g.Profile.Spec.DrainTimeoutSeconds
-	return &appsv1.Deployment{
+	dep := &appsv1.Deployment{
 		ObjectMeta: meta(g, name),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(Replicas(g)),
@@ -224,6 +225,8 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 			},
 		},
 	}
+	setContentHash(dep, dep.Spec)
+	return dep
 }
 
 func secretVolume(name, secret string) corev1.Volume {
@@ -264,19 +267,44 @@ func Service(g *Graph) *corev1.Service {
 			Name: "metrics", Port: g.Metrics.Port, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP,
 		})
 	}
+	setContentHash(svc, svc.Spec)
 	return svc
 }
 
-// ContentHashKey annotates a pull-Secret copy with the hash of its type and data, so the copy
-// can be compared with its source from metadata alone.
+// ContentHashKey annotates every generated object with a hash of what the operator sets on it
+// (labels plus data or spec). The operator's caches hold only the metadata of its children, so
+// "is this child still what we want" is answered from this annotation and the version of the
+// object the operator last wrote or read in full.
 const ContentHashKey = "nexo.io/content-hash"
+
+// CopiedFromKey names the source of a pull-Secret copy.
+const CopiedFromKey = "nexo.io/copied-from"
+
+// ContentHash is the value of ContentHashKey for an object with these labels and content.
+func ContentHash(labels map[string]string, content any) string {
+	return shortHash(mustJSON(struct {
+		Labels  map[string]string `json:"labels"`
+		Content any               `json:"content"`
+	}{labels, content}))
+}
+
+func setContentHash(o metav1.Object, content any) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[ContentHashKey] = ContentHash(o.GetLabels(), content)
+	o.SetAnnotations(a)
+}
 
 // PullSecret renders a proxy's copy of a profile pull Secret from the operator namespace.
 func PullSecret(g *Graph, source *corev1.Secret) *corev1.Secret {
 	m := meta(g, PullSecretName(g.Proxy.Name, source.Name))
-	m.Annotations = map[string]string{
-		"nexo.io/copied-from": fmt.Sprintf("%s/%s", source.Namespace, source.Name),
-		ContentHashKey:        ConfigHash(nil, map[string]map[string][]byte{string(source.Type): source.Data}),
-	}
-	return &corev1.Secret{ObjectMeta: m, Type: source.Type, Data: source.Data}
+	m.Annotations = map[string]string{CopiedFromKey: fmt.Sprintf("%s/%s", source.Namespace, source.Name)}
+	s := &corev1.Secret{ObjectMeta: m, Type: source.Type, Data: source.Data}
+	setContentHash(s, struct {
+		Type corev1.SecretType `json:"type"`
+		Data map[string][]byte `json:"data"`
+	}{s.Type, s.Data})
+	return s
 }

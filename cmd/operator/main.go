@@ -18,6 +18,7 @@ func main() {
 	var watch, licenseKeys string
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so several replicas can run")
 	// OLM passes its OperatorGroup's target namespaces through WATCH_NAMESPACES.
 	flag.StringVar(&watch, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to reconcile; empty means all (default $WATCH_NAMESPACES)")

@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,6 +54,7 @@ var (
 	workers = flag.Int("workers", 16, "concurrent writers for setup and the baseline")
 	opBin   = flag.String("operator", "bin/operator", "operator binary")
 	pworker = flag.Int("proxy-workers", 8, "operator --proxy-workers")
+	heapOut = flag.String("heap-profile", "", "write the operator's heap profile (after convergence) to this file")
 )
 
 func main() {
@@ -122,6 +124,11 @@ func run() error {
 		return err
 	}
 	peakRSS := op.rssKB("VmHWM")
+	if *heapOut != "" {
+		if err := op.saveHeapProfile(*heapOut); err != nil {
+			return err
+		}
+	}
 	add("convergence time (all Ready)", converge.Round(10*time.Millisecond).String(), "")
 	add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
 	add("mutating API calls per proxy", fmt.Sprintf("%.2f", m.mutating/float64(*n)), "")
@@ -373,6 +380,7 @@ func parallel(count int, f func(int) error) error {
 type operatorProcess struct {
 	cmd         *exec.Cmd
 	metricsAddr string
+	pprofAddr   string
 	logPath     string
 }
 
@@ -390,9 +398,13 @@ func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, e
 	if err != nil {
 		return nil, err
 	}
-	o := &operatorProcess{metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), logPath: logPath}
+	pp, err := testcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	o := &operatorProcess{metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), pprofAddr: fmt.Sprintf("127.0.0.1:%d", pp), logPath: logPath}
 	o.cmd = exec.Command(*opBin, "--metrics-bind-address="+o.metricsAddr, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
-		"--watch-namespaces="+benchNS, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
+		"--pprof-bind-address="+o.pprofAddr, "--watch-namespaces="+benchNS, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
 		fmt.Sprintf("--proxy-workers=%d", *pworker), "--kube-api-qps=2000", "--kube-api-burst=4000", "--zap-log-level=error")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig)
 	o.cmd.Stdout, o.cmd.Stderr = f, f
@@ -440,6 +452,24 @@ func (o *operatorProcess) rssKB(field string) int64 {
 		}
 	}
 	return 0
+}
+
+// saveHeapProfile writes the operator's heap profile (go tool pprof reads it).
+func (o *operatorProcess) saveHeapProfile(path string) error {
+	resp, err := http.Get("http://" + o.pprofAddr + "/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 type opMetrics struct{ reconciles, mutating float64 }

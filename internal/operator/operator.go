@@ -8,7 +8,6 @@ import (
 	"os"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,8 +30,10 @@ import (
 
 // Config is the operator's configuration (one field per flag).
 type Config struct {
-	MetricsAddr       string
-	ProbeAddr         string
+	MetricsAddr string
+	ProbeAddr   string
+	// PprofAddr serves net/http/pprof when set (for profiling; off by default).
+	PprofAddr         string
 	LeaderElect       bool
 	OperatorNamespace string
 	// WatchNamespaces limits reconciliation; empty means all namespaces.
@@ -77,17 +78,24 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		licenseKeys[signature.KeyID(pub)] = pub
 	}
 
-	// Generated children are cached only when they carry the operator's label; Secrets are cached
-	// as metadata only (their content is read on demand), so unrelated objects cost no memory.
+	// Generated children are cached only when they carry the operator's label, and trimmed to the
+	// fields the controllers read (controllers/cache.go): ConfigMaps, Services and Secrets as
+	// metadata, Deployments without their pod template. Secrets are cached as metadata only (their
+	// content is read on demand), so unrelated objects cost no memory beyond their names.
 	ours := labels.SelectorFromSet(labels.Set{render.ManagedByLabel: render.ManagedByValue})
-	secretMeta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}}
+	metadataOf := func(kind string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
+	}
+	secretMeta := metadataOf("Secret")
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}:  {Label: ours},
-		&corev1.Service{}:    {Label: ours},
-		&appsv1.Deployment{}: {Label: ours},
+		metadataOf("ConfigMap"): {Label: ours, Transform: controllers.TrimMetadata},
+		metadataOf("Service"):   {Label: ours, Transform: controllers.TrimMetadata},
+		&appsv1.Deployment{}:    {Label: ours, Transform: controllers.TrimDeployment},
+		secretMeta:              {Transform: controllers.TrimMetadata},
 	}
 	// managedFields are never read by the operator and are a large part of every cached object.
-	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	// A read of a kind no controller watches fails instead of starting an unscoped informer.
+	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(), ReaderFailOnMissingInformer: true}
 	if len(cfg.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		secretNamespaces := map[string]cache.Config{cfg.OperatorNamespace: {}}
@@ -95,7 +103,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 			secretNamespaces[ns] = cache.Config{}
 		}
-		byObject[secretMeta] = cache.ByObject{Namespaces: secretNamespaces}
+		byObject[secretMeta] = cache.ByObject{Namespaces: secretNamespaces, Transform: controllers.TrimMetadata}
 	}
 
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
@@ -103,6 +111,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:  cfg.ProbeAddr,
+		PprofBindAddress:        cfg.PprofAddr,
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        "nexo-operator.nexo.io",
 		LeaderElectionNamespace: cfg.OperatorNamespace,

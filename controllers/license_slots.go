@@ -1,0 +1,117 @@
+package controllers
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+)
+
+// licenseSlots answers "is this proxy within its license's maxProxies?" Proxies count in
+// creation order (then by name), so the answer for every proxy of a license follows from one
+// sorted list of the proxies referencing it. That list is computed once and kept as a cutoff
+// (the last admitted proxy) until the set of proxies changes: every creation, deletion or
+// licenseRef change bumps a generation counter, and a cutoff computed at an older generation is
+// recomputed. Without it, every reconcile would list and copy all of a license's proxies.
+type licenseSlots struct {
+	// generation moves on every change of the set of proxies or of their licenseRefs.
+	generation atomic.Uint64
+	mu         sync.Mutex
+	byLicense  map[types.NamespacedName]slotCutoff
+}
+
+// slotCutoff is the admission line of one license at one generation.
+type slotCutoff struct {
+	generation uint64
+	maxProxies int32
+	count      int
+	// last is the last admitted proxy in creation order; nil when every proxy fits.
+	last *proxyOrder
+}
+
+// proxyOrder is a proxy's place in creation order.
+type proxyOrder struct {
+	created int64 // unix seconds, the resolution of creationTimestamp
+	name    string
+}
+
+func orderOf(p *nexov1alpha1.NexoProxy) proxyOrder {
+	return proxyOrder{created: p.CreationTimestamp.Unix(), name: p.Name}
+}
+
+func (a proxyOrder) before(b proxyOrder) bool {
+	if a.created != b.created {
+		return a.created < b.created
+	}
+	return a.name < b.name
+}
+
+// watch bumps the generation on every change that can move an admission line. The handler runs
+// after the informer's store has the change, and admitted reads the generation before it lists,
+// so a cutoff is never kept for a generation newer than the list it came from.
+func (s *licenseSlots) watch(ctx context.Context, c cache.Cache) error {
+	inf, err := c.GetInformer(ctx, &nexov1alpha1.NexoProxy{})
+	if err != nil {
+		return err
+	}
+	bump := func(any) { s.generation.Add(1) }
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    bump,
+		DeleteFunc: bump,
+		UpdateFunc: func(oldObj, newObj any) {
+			a, okA := oldObj.(*nexov1alpha1.NexoProxy)
+			b, okB := newObj.(*nexov1alpha1.NexoProxy)
+			if !okA || !okB || a.Spec.LicenseRef != b.Spec.LicenseRef {
+				s.generation.Add(1)
+			}
+		},
+	})
+	return err
+}
+
+// admitted reports whether proxy is within maxProxies of lic, and the number of proxies that
+// reference lic and the proxy's 1-based position when it is not.
+func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nexov1alpha1.NexoProxy, lic types.NamespacedName, maxProxies int32) (ok bool, count, position int, err error) {
+	gen := s.generation.Load()
+	me := orderOf(proxy)
+	s.mu.Lock()
+	c, found := s.byLicense[lic]
+	s.mu.Unlock()
+	if found && c.generation == gen && c.maxProxies == maxProxies && (c.last == nil || !c.last.before(me)) {
+		return true, c.count, 0, nil
+	}
+	// A read-only view of the cached proxies: nothing below modifies them.
+	var siblings nexov1alpha1.NexoProxyList
+	if err := r.List(ctx, &siblings, client.InNamespace(lic.Namespace), client.MatchingFields{indexProxyLicense: lic.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return false, 0, 0, err
+	}
+	order := make([]proxyOrder, len(siblings.Items))
+	for i := range siblings.Items {
+		order[i] = orderOf(&siblings.Items[i])
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].before(order[j]) })
+	if maxProxies >= 1 { // a valid license covers at least one proxy; otherwise nothing is kept
+		c = slotCutoff{generation: gen, maxProxies: maxProxies, count: len(order)}
+		if len(order) > int(maxProxies) {
+			c.last = &order[maxProxies-1]
+		}
+		s.mu.Lock()
+		if s.byLicense == nil {
+			s.byLicense = map[types.NamespacedName]slotCutoff{}
+		}
+		s.byLicense[lic] = c
+		s.mu.Unlock()
+	}
+	pos := sort.Search(len(order), func(i int) bool { return !order[i].before(me) })
+	if pos < int(maxProxies) {
+		return true, len(order), 0, nil
+	}
+	return false, len(order), pos + 1, nil
+}
