@@ -4,6 +4,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/render"
 )
 
@@ -12,8 +13,8 @@ import (
 // they hold only the fields the NexoProxy controller reads; everything else is read from the API
 // server, in full, when a child has to be compared (see apply).
 //
-//   - every such object: name, namespace, resourceVersion, generation, deletion timestamp, the
-//     controller owner reference (for Owns and IsControlledBy) and the content-hash annotation;
+//   - every such object: name, namespace, resourceVersion, generation, deletion timestamp and
+//     the controller owner reference (for Owns and IsControlledBy);
 //   - Deployments also keep their labels (an edit of the labels does not move the generation),
 //     spec.replicas and the replica counts of their status (for WorkloadAvailable).
 //
@@ -50,14 +51,40 @@ func trimObjectMeta(m *metav1.ObjectMeta, keepLabels bool) metav1.ObjectMeta {
 		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		DeletionTimestamp: m.DeletionTimestamp,
 	}
-	if keepLabels {
-		out.Labels = m.Labels
+	if keepLabels && len(m.Labels) > 0 {
+		out.Labels = make(map[string]string, len(m.Labels))
+		for k, v := range m.Labels {
+			out.Labels[shared(k)] = shared(v)
+		}
 	}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		out.OwnerReferences = []metav1.OwnerReference{*ref}
-	}
-	if h, ok := m.Annotations[render.ContentHashKey]; ok {
-		out.Annotations = map[string]string{render.ContentHashKey: h}
+		r := *ref
+		r.APIVersion, r.Kind = shared(r.APIVersion), shared(r.Kind)
+		out.OwnerReferences = []metav1.OwnerReference{r}
 	}
 	return out
+}
+
+// sharedStrings are the strings every cached child repeats (owner kind, label keys and values):
+// decoding allocates them afresh for every object, the cache keeps one copy.
+var sharedStrings = map[string]string{}
+
+func init() {
+	for _, s := range []string{nexov1alpha1.GroupVersion.String(), "NexoProxy", render.ManagedByValue} {
+		sharedStrings[s] = s
+	}
+	for k, v := range render.Labels("") {
+		sharedStrings[k] = k
+		if v != "" {
+			sharedStrings[v] = v
+		}
+	}
+}
+
+// shared returns the cache's copy of s when s is one of sharedStrings, s otherwise.
+func shared(s string) string {
+	if c, ok := sharedStrings[s]; ok {
+		return c
+	}
+	return s
 }

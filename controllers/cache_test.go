@@ -1,7 +1,9 @@
 package controllers_test
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +19,7 @@ func fullMeta() metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: "p", Namespace: "ns", UID: "u1", ResourceVersion: "42", Generation: 3,
 		Labels:      map[string]string{"a": "b"},
-		Annotations: map[string]string{render.ContentHashKey: "h1", "other": "x"},
+		Annotations: map[string]string{"other": "x"},
 		OwnerReferences: []metav1.OwnerReference{
 			{APIVersion: "v1", Kind: "ConfigMap", Name: "not-controller", UID: "u2"},
 			{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: "u3", Controller: ptr.To(true)},
@@ -32,7 +34,6 @@ func TestTrimMetadataKeepsWhatTheControllerReads(t *testing.T) {
 	out, _ := controllers.TrimMetadata(m)
 	got := out.(*metav1.PartialObjectMetadata).ObjectMeta
 	want := metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "42", Generation: 3,
-		Annotations:     map[string]string{render.ContentHashKey: "h1"},
 		OwnerReferences: []metav1.OwnerReference{fullMeta().OwnerReferences[1]}}
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("trimmed metadata\n got %+v\nwant %+v", got, want)
@@ -56,7 +57,7 @@ func TestTrimDeploymentKeepsLabelsReplicasAndCounts(t *testing.T) {
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Message: "long text"}}}}
 	out, _ := controllers.TrimDeployment(d)
 	got := out.(*appsv1.Deployment)
-	if got.Labels["a"] != "b" || got.Annotations[render.ContentHashKey] != "h1" || len(got.Annotations) != 1 || len(got.OwnerReferences) != 1 {
+	if got.Labels["a"] != "b" || len(got.Annotations) != 0 || len(got.OwnerReferences) != 1 {
 		t.Errorf("metadata %+v", got.ObjectMeta)
 	}
 	if *got.Spec.Replicas != 2 || len(got.Spec.Template.Spec.Containers) != 0 {
@@ -65,5 +66,25 @@ func TestTrimDeploymentKeepsLabelsReplicasAndCounts(t *testing.T) {
 	want := appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}
 	if !equality.Semantic.DeepEqual(got.Status, want) {
 		t.Errorf("status %+v", got.Status)
+	}
+}
+
+// Strings every child repeats are kept once: two decoded objects share the owner's kind and the
+// operator's label values after trimming.
+func TestTrimSharesRepeatedStrings(t *testing.T) {
+	decoded := func() *appsv1.Deployment {
+		m := fullMeta()
+		m.OwnerReferences[1].Kind = strings.Clone("NexoProxy")
+		m.Labels = map[string]string{strings.Clone(render.ManagedByLabel): strings.Clone(render.ManagedByValue)}
+		return &appsv1.Deployment{ObjectMeta: m}
+	}
+	a, _ := controllers.TrimDeployment(decoded())
+	b, _ := controllers.TrimDeployment(decoded())
+	da, db := a.(*appsv1.Deployment), b.(*appsv1.Deployment)
+	if unsafe.StringData(da.OwnerReferences[0].Kind) != unsafe.StringData(db.OwnerReferences[0].Kind) {
+		t.Error("owner kind is not shared between cached objects")
+	}
+	if unsafe.StringData(da.Labels[render.ManagedByLabel]) != unsafe.StringData(db.Labels[render.ManagedByLabel]) {
+		t.Error("label value is not shared between cached objects")
 	}
 }

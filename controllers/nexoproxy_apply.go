@@ -28,11 +28,12 @@ const FieldOwner = client.FieldOwner("nexo-operator")
 // child is one generated object: what we want, what the cache shows, and how to compare and
 // correct the whole object when it has to be read.
 //
-// The caches hold children trimmed to their metadata (Deployments also keep replica counts; see
-// cache.go). A child is in sync without any read when its content-hash annotation is the desired
-// one and its version (generation for the Deployment, whose status moves all the time;
-// resourceVersion otherwise) is the one the operator last wrote or compared in full. Otherwise
-// the whole object is read from the API server, compared, and corrected if it drifted.
+// The caches hold children trimmed to their metadata (Deployments also keep labels and replica
+// counts; see cache.go). A child is in sync without any read when its version (generation for
+// the Deployment, whose status moves all the time; resourceVersion otherwise) is the one at which
+// the operator last wrote it or compared it in full, and the desired content is the same as then
+// (render.ContentHash). Otherwise the whole object is read from the API server, compared, and
+// corrected if it drifted.
 type child struct {
 	desired client.Object
 	// cached is the trimmed object from the cache; full receives the whole object when read.
@@ -128,7 +129,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			if err == nil {
 				created = append(created, c.desired)
 				c.cached = c.desired
-				r.versions.set(proxyKey, id, c.version(c.desired))
+				r.versions.set(proxyKey, id, childVersion{c.version(c.desired), render.ContentHash(c.desired)})
 				continue
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -144,9 +145,8 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 				return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 			}
 		}
-		wantHash := c.desired.GetAnnotations()[render.ContentHashKey]
-		if c.cached.GetAnnotations()[render.ContentHashKey] == wantHash && r.versions.is(proxyKey, id, c.version(c.cached)) &&
-			(!c.keepsLabels || labelsSubset(c.desired, c.cached)) {
+		want := childVersion{version: c.version(c.cached), content: render.ContentHash(c.desired)}
+		if r.versions.is(proxyKey, id, want) && (!c.keepsLabels || labelsSubset(c.desired, c.cached)) {
 			continue // unchanged since the operator wrote or compared it
 		}
 		if c.cached != c.full {
@@ -155,17 +155,16 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			}
 			c.cached = c.full
 		}
-		if c.inSync() && c.full.GetAnnotations()[render.ContentHashKey] == wantHash {
-			r.versions.set(proxyKey, id, c.version(c.full))
+		if c.inSync() {
+			r.versions.set(proxyKey, id, childVersion{c.version(c.full), want.content})
 			continue
 		}
 		logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", id.kind, "name", id.name)
 		c.correct()
-		setAnnotation(c.full, render.ContentHashKey, wantHash)
 		if err := r.Update(ctx, c.full, FieldOwner); err != nil {
 			return nil, nil, &applyError{"update", c.desired, err}
 		}
-		r.versions.set(proxyKey, id, c.version(c.full))
+		r.versions.set(proxyKey, id, childVersion{c.version(c.full), want.content})
 	}
 	return depChild.cached.(*appsv1.Deployment), nil, nil
 }
@@ -183,46 +182,41 @@ func (r *ProxyReconciler) lookup(ctx context.Context, c *child) error {
 // childID names one child of a proxy.
 type childID struct{ kind, name string }
 
-// childVersions remembers, per proxy and child, the version (generation or resourceVersion) at
-// which the operator last wrote the child or compared it in full. It starts empty, so after a
-// restart each child is read once in full before the cache alone is trusted.
+// childVersion is what the operator knows of a child: at this version (generation or
+// resourceVersion) it held the content with this hash (render.ContentHash).
+type childVersion struct{ version, content string }
+
+// childVersions remembers, per proxy and child, the version at which the operator last wrote the
+// child or compared it in full, and the hash of the content it had then. It starts empty, so
+// after a restart each child is read once in full before the cache alone is trusted.
 type childVersions struct {
 	mu      sync.Mutex
-	byProxy map[types.NamespacedName]map[childID]string
+	byProxy map[types.NamespacedName]map[childID]childVersion
 }
 
-func (v *childVersions) is(proxy types.NamespacedName, id childID, version string) bool {
+func (v *childVersions) is(proxy types.NamespacedName, id childID, want childVersion) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	got, ok := v.byProxy[proxy][id]
-	return ok && got == version
+	return ok && got == want
 }
 
-func (v *childVersions) set(proxy types.NamespacedName, id childID, version string) {
+func (v *childVersions) set(proxy types.NamespacedName, id childID, cv childVersion) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.byProxy == nil {
-		v.byProxy = map[types.NamespacedName]map[childID]string{}
+		v.byProxy = map[types.NamespacedName]map[childID]childVersion{}
 	}
 	if v.byProxy[proxy] == nil {
-		v.byProxy[proxy] = map[childID]string{}
+		v.byProxy[proxy] = map[childID]childVersion{}
 	}
-	v.byProxy[proxy][id] = version
+	v.byProxy[proxy][id] = cv
 }
 
 func (v *childVersions) forget(proxy types.NamespacedName) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.byProxy, proxy)
-}
-
-func setAnnotation(o client.Object, key, value string) {
-	a := maps.Clone(o.GetAnnotations())
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[key] = value
-	o.SetAnnotations(a)
 }
 
 // rollback deletes the children this pass created (they are the proxy's own, just made) after a

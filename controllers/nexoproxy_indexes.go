@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/render"
 )
 
 // Field indexes on every reference, so a change re-queues exactly the proxies that use it.
@@ -117,8 +116,7 @@ func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Ob
 
 // childChanged ignores the creation of a child (the operator just made it). Children are cached
 // as metadata (see cache.go), so for them any new resourceVersion may be drift and passes; for the
-// Deployment, whose status moves all the time, a new generation, new labels, owners or content
-// hash does (status changes are deploymentChanged's).
+// Deployment, whose status moves all the time, a new generation, new labels or owners do (status changes are deploymentChanged's).
 func childChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
@@ -128,8 +126,7 @@ func childChanged() predicate.Predicate {
 				return a.GetResourceVersion() != b.GetResourceVersion()
 			}
 			return a.GetGeneration() != b.GetGeneration() || !maps.Equal(a.GetLabels(), b.GetLabels()) ||
-				len(a.GetOwnerReferences()) != len(b.GetOwnerReferences()) ||
-				a.GetAnnotations()[render.ContentHashKey] != b.GetAnnotations()[render.ContentHashKey]
+				len(a.GetOwnerReferences()) != len(b.GetOwnerReferences())
 		},
 	}
 }

@@ -72,7 +72,6 @@ func ConfigMaps(g *Graph) []*corev1.ConfigMap {
 	out := make([]*corev1.ConfigMap, 0, len(data))
 	for _, name := range sortedKeys(data) {
 		cm := &corev1.ConfigMap{ObjectMeta: meta(g, name), Data: data[name]}
-		setContentHash(cm, cm.Data)
 		out = append(out, cm)
 	}
 	return out
@@ -225,7 +224,6 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 			},
 		},
 	}
-	setContentHash(dep, dep.Spec)
 	return dep
 }
 
@@ -267,44 +265,43 @@ func Service(g *Graph) *corev1.Service {
 			Name: "metrics", Port: g.Metrics.Port, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP,
 		})
 	}
-	setContentHash(svc, svc.Spec)
 	return svc
 }
-
-// ContentHashKey annotates every generated object with a hash of what the operator sets on it
-// (labels plus data or spec). The operator's caches hold only the metadata of its children, so
-// "is this child still what we want" is answered from this annotation and the version of the
-// object the operator last wrote or read in full.
-const ContentHashKey = "nexo.io/content-hash"
 
 // CopiedFromKey names the source of a pull-Secret copy.
 const CopiedFromKey = "nexo.io/copied-from"
 
-// ContentHash is the value of ContentHashKey for an object with these labels and content.
-func ContentHash(labels map[string]string, content any) string {
-	return shortHash(mustJSON(struct {
-		Labels  map[string]string `json:"labels"`
-		Content any               `json:"content"`
-	}{labels, content}))
-}
-
-func setContentHash(o metav1.Object, content any) {
-	a := o.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
+// ContentHash hashes what the operator sets on a generated object: its labels and annotations,
+// and its data (ConfigMap), type and data (Secret) or spec (Deployment, Service). The operator
+// remembers it with the version of the child it last wrote or compared in full, so a child whose
+// version has not moved is known to hold this content without reading it.
+func ContentHash(o metav1.Object) string {
+	var content any
+	switch t := o.(type) {
+	case *corev1.ConfigMap:
+		content = t.Data
+	case *corev1.Secret:
+		content = struct {
+			Type corev1.SecretType `json:"type"`
+			Data map[string][]byte `json:"data"`
+		}{t.Type, t.Data}
+	case *corev1.Service:
+		content = t.Spec
+	case *appsv1.Deployment:
+		content = t.Spec
+	default:
+		panic(fmt.Sprintf("render.ContentHash: %T is not a generated kind", o))
 	}
-	a[ContentHashKey] = ContentHash(o.GetLabels(), content)
-	o.SetAnnotations(a)
+	return shortHash(mustJSON(struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+		Content     any               `json:"content"`
+	}{o.GetLabels(), o.GetAnnotations(), content}))
 }
 
 // PullSecret renders a proxy's copy of a profile pull Secret from the operator namespace.
 func PullSecret(g *Graph, source *corev1.Secret) *corev1.Secret {
 	m := meta(g, PullSecretName(g.Proxy.Name, source.Name))
 	m.Annotations = map[string]string{CopiedFromKey: fmt.Sprintf("%s/%s", source.Namespace, source.Name)}
-	s := &corev1.Secret{ObjectMeta: m, Type: source.Type, Data: source.Data}
-	setContentHash(s, struct {
-		Type corev1.SecretType `json:"type"`
-		Data map[string][]byte `json:"data"`
-	}{s.Type, s.Data})
-	return s
+	return &corev1.Secret{ObjectMeta: m, Type: source.Type, Data: source.Data}
 }

@@ -3,6 +3,7 @@ package render_test
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -131,5 +132,38 @@ func TestRevisionAndConfigHash(t *testing.T) {
 	}
 	if h1 != render.ConfigHash(render.ConfigData(a), map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("1")}}) {
 		t.Error("config hash is not deterministic")
+	}
+}
+
+// ContentHash is what the operator compares a child by when it does not read it: the same
+// rendering gives the same hash, and every field the operator sets moves it.
+func TestContentHash(t *testing.T) {
+	g := graph()
+	dep := func() *appsv1.Deployment { return render.Deployment(g, "h", "r") }
+	if render.ContentHash(dep()) != render.ContentHash(dep()) {
+		t.Fatal("the same Deployment hashes differently")
+	}
+	cms := render.ConfigMaps(g)
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}}
+	cases := map[string]struct {
+		obj  metav1.Object
+		edit func(metav1.Object)
+	}{
+		"deployment template": {dep(), func(o metav1.Object) { o.(*appsv1.Deployment).Spec.Template.Annotations[render.ConfigHashKey] = "other" }},
+		"deployment replicas": {dep(), func(o metav1.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptr.To[int32](5) }},
+		"deployment labels":   {dep(), func(o metav1.Object) { o.GetLabels()["extra"] = "x" }},
+		"configmap data":      {cms[0], func(o metav1.Object) { o.(*corev1.ConfigMap).Data["routing.json"] = "{}" }},
+		"service ports":       {render.Service(g), func(o metav1.Object) { o.(*corev1.Service).Spec.Ports[0].Port = 1 }},
+		"service type":        {render.Service(g), func(o metav1.Object) { o.(*corev1.Service).Spec.Type = corev1.ServiceTypeNodePort }},
+		"secret data":         {render.PullSecret(g, src), func(o metav1.Object) { o.(*corev1.Secret).Data = map[string][]byte{"k": []byte("v")} }},
+		"secret source":       {render.PullSecret(g, src), func(o metav1.Object) { o.GetAnnotations()[render.CopiedFromKey] = "x/y" }},
+	}
+	for name, c := range cases {
+		before := render.ContentHash(c.obj)
+		c.edit(c.obj)
+		if render.ContentHash(c.obj) == before {
+			t.Errorf("%s: the edit does not change the content hash", name)
+		}
 	}
 }

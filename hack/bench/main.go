@@ -54,6 +54,7 @@ var (
 	workers = flag.Int("workers", 16, "concurrent writers for setup and the baseline")
 	opBin   = flag.String("operator", "bin/operator", "operator binary")
 	pworker = flag.Int("proxy-workers", 8, "operator --proxy-workers")
+	opGOGC  = flag.String("operator-gogc", "", "GOGC for the operator process only (empty: the operator's own default)")
 	heapOut = flag.String("heap-profile", "", "write the operator's heap profile (after convergence) to this file")
 )
 
@@ -97,8 +98,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	idleHeap := idle.sampleHeap()
 	time.Sleep(5 * time.Second)
 	idleRSS := idle.rssKB("VmHWM")
+	idleHeapKB := idleHeap.end()
 	idle.stop()
 
 	fmt.Printf("creating %d NexoProxies ...\n", *n)
@@ -112,6 +115,7 @@ func run() error {
 		return err
 	}
 	start := time.Now()
+	heap := op.sampleHeap()
 	if err := waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
 		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
 	}); err != nil {
@@ -124,6 +128,8 @@ func run() error {
 		return err
 	}
 	peakRSS := op.rssKB("VmHWM")
+	peakHeapKB := heap.end()
+	cpu := op.cpuSeconds()
 	if *heapOut != "" {
 		if err := op.saveHeapProfile(*heapOut); err != nil {
 			return err
@@ -135,6 +141,9 @@ func run() error {
 	add("operator peak RSS", fmt.Sprintf("%.1f MiB (idle %.1f MiB)", float64(peakRSS)/1024, float64(idleRSS)/1024), "")
 	add("RSS per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakRSS-idleRSS)/float64(*n)), "≤ 10 KB")
 	add("RSS per proxy (peak / N)", fmt.Sprintf("%.1f KB", float64(peakRSS)/float64(*n)), "")
+	add("operator CPU time (user + system)", fmt.Sprintf("%.1fs", cpu), "")
+	add("Go heap in use, peak (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(peakHeapKB)/1024, float64(idleHeapKB)/1024), "")
+	add("Go heap per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakHeapKB-idleHeapKB)/float64(*n)), "")
 
 	fmt.Println("phase 2: edit the shared step")
 	var old string
@@ -200,7 +209,11 @@ func run() error {
 	add("baseline time (same writes, all Available)", baseline.Round(10*time.Millisecond).String(), "")
 	add("convergence / baseline", fmt.Sprintf("%.2fx", converge.Seconds()/baseline.Seconds()), "≤ 1.3x")
 
-	fmt.Printf("\nNexo operator benchmark, N=%d, proxy workers %d\n", *n, *pworker)
+	gogc := *opGOGC
+	if gogc == "" {
+		gogc = "operator default"
+	}
+	fmt.Printf("\nNexo operator benchmark, N=%d, proxy workers %d, operator GOGC %s\n", *n, *pworker, gogc)
 	fmt.Printf("%-48s %-34s %s\n", "measure", "value", "target")
 	for _, r := range results {
 		fmt.Printf("%-48s %-34s %s\n", r.name, r.value, r.target)
@@ -407,6 +420,9 @@ func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, e
 		"--pprof-bind-address="+o.pprofAddr, "--watch-namespaces="+benchNS, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
 		fmt.Sprintf("--proxy-workers=%d", *pworker), "--kube-api-qps=2000", "--kube-api-burst=4000", "--zap-log-level=error")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig)
+	if *opGOGC != "" {
+		o.cmd.Env = append(o.cmd.Env, "GOGC="+*opGOGC)
+	}
 	o.cmd.Stdout, o.cmd.Stderr = f, f
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := o.cmd.Start(); err != nil {
@@ -472,7 +488,57 @@ func (o *operatorProcess) saveHeapProfile(path string) error {
 	return f.Close()
 }
 
-type opMetrics struct{ reconciles, mutating float64 }
+// cpuSeconds is the operator's user + system CPU time so far (/proc/PID/stat, clock ticks of
+// 1/100 s, as on every Linux this runs on).
+func (o *operatorProcess) cpuSeconds() float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the 14th and 15th fields.
+	rest := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(rest) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(rest[11], 64)
+	st, _ := strconv.ParseFloat(rest[12], 64)
+	return (u + st) / 100
+}
+
+type opMetrics struct{ reconciles, mutating, heapInuse float64 }
+
+// heapSampler records the operator's peak Go heap in use (from its metrics) while it runs, to
+// tell the live heap apart from what the garbage collector's headroom adds to the RSS.
+type heapSampler struct {
+	peak float64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (o *operatorProcess) sampleHeap() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		for {
+			if m, err := o.metrics(); err == nil {
+				h.peak = max(h.peak, m.heapInuse)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return h
+}
+
+// end stops sampling and returns the peak heap in use in KiB.
+func (h *heapSampler) end() int64 {
+	close(h.stop)
+	<-h.done
+	return int64(h.peak / 1024)
+}
 
 // metrics scrapes the operator: NexoProxy reconciles and mutating client requests.
 func (o *operatorProcess) metrics() (opMetrics, error) {
@@ -487,6 +553,9 @@ func (o *operatorProcess) metrics() (opMetrics, error) {
 		return opMetrics{}, err
 	}
 	var m opMetrics
+	for _, mf := range families["go_memstats_heap_inuse_bytes"].GetMetric() {
+		m.heapInuse = mf.GetGauge().GetValue()
+	}
 	for _, mf := range families["controller_runtime_reconcile_total"].GetMetric() {
 		for _, l := range mf.GetLabel() {
 			if l.GetName() == "controller" && l.GetValue() == "nexoproxies" {

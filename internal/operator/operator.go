@@ -112,6 +112,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		PprofBindAddress:        cfg.PprofAddr,
+		MapperProvider:          newRESTMapper,
 		LeaderElection:          cfg.LeaderElect,
 		LeaderElectionID:        "nexo-operator.nexo.io",
 		LeaderElectionNamespace: cfg.OperatorNamespace,
