@@ -121,6 +121,8 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	var created []client.Object
 	for _, c := range children {
 		id := childID{kindOf(c.desired), c.desired.GetName()}
+		// Hashed as rendered: Create replaces desired with the API server's defaulted answer.
+		content := render.ContentHash(c.desired)
 		if !c.found {
 			if err := controllerutil.SetControllerReference(proxy, c.desired, r.Scheme); err != nil {
 				return nil, nil, err
@@ -129,7 +131,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			if err == nil {
 				created = append(created, c.desired)
 				c.cached = c.desired
-				r.versions.set(proxyKey, id, childVersion{c.version(c.desired), render.ContentHash(c.desired)})
+				r.versions.set(proxyKey, id, childVersion{c.version(c.desired), content})
 				continue
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -145,7 +147,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 				return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 			}
 		}
-		want := childVersion{version: c.version(c.cached), content: render.ContentHash(c.desired)}
+		want := childVersion{version: c.version(c.cached), content: content}
 		if r.versions.is(proxyKey, id, want) && (!c.keepsLabels || labelsSubset(c.desired, c.cached)) {
 			continue // unchanged since the operator wrote or compared it
 		}
@@ -156,7 +158,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			c.cached = c.full
 		}
 		if c.inSync() {
-			r.versions.set(proxyKey, id, childVersion{c.version(c.full), want.content})
+			r.versions.set(proxyKey, id, childVersion{c.version(c.full), content})
 			continue
 		}
 		logf.FromContext(ctx).V(1).Info("correcting drifted child", "kind", id.kind, "name", id.name)
@@ -164,7 +166,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		if err := r.Update(ctx, c.full, FieldOwner); err != nil {
 			return nil, nil, &applyError{"update", c.desired, err}
 		}
-		r.versions.set(proxyKey, id, childVersion{c.version(c.full), want.content})
+		r.versions.set(proxyKey, id, childVersion{c.version(c.full), content})
 	}
 	return depChild.cached.(*appsv1.Deployment), nil, nil
 }

@@ -73,10 +73,29 @@ func deployment(t *testing.T, ns string) *appsv1.Deployment {
 	return d
 }
 
+// childReads lists the operator's GETs of a proxy's children (not lists or watches).
+func (o *runningOperator) childReads(ns, proxy string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for _, path := range o.reads {
+		for _, child := range []string{"/deployments/" + proxy, "/services/" + proxy, "/configmaps/" + proxy + "-", "/secrets/" + proxy + "-pull-"} {
+			if strings.Contains(path, "/namespaces/"+ns+child) {
+				out = append(out, path)
+			}
+		}
+	}
+	return out
+}
+
 func TestCompleteGraphBecomesReady(t *testing.T) {
 	ns := "graph"
 	applyGraph(t, ns, validLicense(t), nil)
 	p := waitProxy(t, ns, 2*time.Minute, "Ready", isReady)
+	// The operator created the children and knows what they hold: it never read them back.
+	if reads := op.childReads(ns, proxyName); len(reads) > 0 {
+		t.Errorf("a new proxy's children were read from the API server while it converged: %v", reads)
+	}
 
 	for _, c := range []string{nexov1alpha1.ConditionValidated, nexov1alpha1.ConditionReferencesResolved, nexov1alpha1.ConditionLicensed, nexov1alpha1.ConditionWorkloadAvailable, nexov1alpha1.ConditionReady} {
 		if !meta.IsStatusConditionTrue(p.Status.Conditions, c) {

@@ -52,6 +52,7 @@ type runningOperator struct {
 	mutating atomic.Int64
 	mu       sync.Mutex
 	writes   []string
+	reads    []string // GETs of single objects (not lists, not watches)
 }
 
 func (o *runningOperator) countingTransport(rt http.RoundTripper) http.RoundTripper {
@@ -61,6 +62,10 @@ func (o *runningOperator) countingTransport(rt http.RoundTripper) http.RoundTrip
 			o.mutating.Add(1)
 			o.mu.Lock()
 			o.writes = append(o.writes, req.Method+" "+req.URL.Path)
+			o.mu.Unlock()
+		case http.MethodGet:
+			o.mu.Lock()
+			o.reads = append(o.reads, req.URL.Path)
 			o.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
