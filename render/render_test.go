@@ -150,7 +150,9 @@ func TestContentHash(t *testing.T) {
 		obj  metav1.Object
 		edit func(metav1.Object)
 	}{
-		"deployment template": {dep(), func(o metav1.Object) { o.(*appsv1.Deployment).Spec.Template.Annotations[render.ConfigHashKey] = "other" }},
+		"deployment template": {dep(), func(o metav1.Object) {
+			o.(*appsv1.Deployment).Spec.Template.Annotations[render.ConfigHashKey] = "other"
+		}},
 		"deployment replicas": {dep(), func(o metav1.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptr.To[int32](5) }},
 		"deployment labels":   {dep(), func(o metav1.Object) { o.GetLabels()["extra"] = "x" }},
 		"configmap data":      {cms[0], func(o metav1.Object) { o.(*corev1.ConfigMap).Data["routing.json"] = "{}" }},
