@@ -31,7 +31,6 @@ type licenseSlots struct {
 type slotCutoff struct {
 	generation uint64
 	maxProxies int32
-	count      int
 	// last is the last admitted proxy in creation order; nil when every proxy fits.
 	last *proxyOrder
 }
@@ -76,8 +75,8 @@ func (s *licenseSlots) watch(ctx context.Context, c cache.Cache) error {
 	return err
 }
 
-// admitted reports whether proxy is within maxProxies of lic, and the number of proxies that
-// reference lic and the proxy's 1-based position when it is not.
+// admitted reports whether proxy is within maxProxies of lic; when it is not, also the number of
+// proxies that reference lic and the proxy's 1-based position among them.
 func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nexov1alpha1.NexoProxy, lic types.NamespacedName, maxProxies int32) (ok bool, count, position int, err error) {
 	gen := s.generation.Load()
 	me := orderOf(proxy)
@@ -85,7 +84,7 @@ func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nex
 	c, found := s.byLicense[lic]
 	s.mu.Unlock()
 	if found && c.generation == gen && c.maxProxies == maxProxies && (c.last == nil || !c.last.before(me)) {
-		return true, c.count, 0, nil
+		return true, 0, 0, nil
 	}
 	// A read-only view of the cached proxies: nothing below modifies them.
 	var siblings nexov1alpha1.NexoProxyList
@@ -98,9 +97,10 @@ func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nex
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i].before(order[j]) })
 	if maxProxies >= 1 { // a valid license covers at least one proxy; otherwise nothing is kept
-		c = slotCutoff{generation: gen, maxProxies: maxProxies, count: len(order)}
+		c = slotCutoff{generation: gen, maxProxies: maxProxies}
 		if len(order) > int(maxProxies) {
-			c.last = &order[maxProxies-1]
+			last := order[maxProxies-1] // a copy: the cutoff must not keep the whole list alive
+			c.last = &last
 		}
 		s.mu.Lock()
 		if s.byLicense == nil {
@@ -111,7 +111,7 @@ func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nex
 	}
 	pos := sort.Search(len(order), func(i int) bool { return !order[i].before(me) })
 	if pos < int(maxProxies) {
-		return true, len(order), 0, nil
+		return true, 0, 0, nil
 	}
 	return false, len(order), pos + 1, nil
 }

@@ -115,8 +115,9 @@ func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Ob
 }
 
 // childChanged ignores the creation of a child (the operator just made it). Children are cached
-// as metadata (see cache.go), so for them any new resourceVersion may be drift and passes; for the
-// Deployment, whose status moves all the time, a new generation, new labels or owners do (status changes are deploymentChanged's).
+// as metadata (see cache.go), so for them any new resourceVersion may be drift and passes. For
+// the Deployment, whose status moves all the time, a new generation, new labels or owners pass
+// (status changes are deploymentChanged's).
 func childChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },

@@ -86,24 +86,23 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	metadataOf := func(kind string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
 	}
-	secretMeta := metadataOf("Secret")
-	byObject := map[client.Object]cache.ByObject{
+	secrets := cache.ByObject{Transform: controllers.TrimMetadata}
+	// managedFields are never read by the operator and are a large part of every cached object.
+	// A read of a kind no controller watches fails instead of starting an unscoped informer.
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ReaderFailOnMissingInformer: true}
+	if len(cfg.WatchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		secrets.Namespaces = map[string]cache.Config{cfg.OperatorNamespace: {}}
+		for _, ns := range cfg.WatchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+			secrets.Namespaces[ns] = cache.Config{}
+		}
+	}
+	cacheOpts.ByObject = map[client.Object]cache.ByObject{
 		metadataOf("ConfigMap"): {Label: ours, Transform: controllers.TrimMetadata},
 		metadataOf("Service"):   {Label: ours, Transform: controllers.TrimMetadata},
 		&appsv1.Deployment{}:    {Label: ours, Transform: controllers.TrimDeployment},
-		secretMeta:              {Transform: controllers.TrimMetadata},
-	}
-	// managedFields are never read by the operator and are a large part of every cached object.
-	// A read of a kind no controller watches fails instead of starting an unscoped informer.
-	cacheOpts := cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields(), ReaderFailOnMissingInformer: true}
-	if len(cfg.WatchNamespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		secretNamespaces := map[string]cache.Config{cfg.OperatorNamespace: {}}
-		for _, ns := range cfg.WatchNamespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-			secretNamespaces[ns] = cache.Config{}
-		}
-		byObject[secretMeta] = cache.ByObject{Namespaces: secretNamespaces, Transform: controllers.TrimMetadata}
+		metadataOf("Secret"):    secrets,
 	}
 
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
