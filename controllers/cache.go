@@ -1,22 +1,22 @@
 package controllers
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
+	"unique"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/render"
 )
 
-// What the operator keeps of the objects it does not reconcile but reads: its generated children
-// and the Secrets a proxy references. Those caches hold one entry per child of every proxy, so
-// they hold only the fields the NexoProxy controller reads; everything else is read from the API
-// server, in full, when a child has to be compared (see apply).
+// What the operator keeps of the objects it reads. The caches hold one entry per proxy and per
+// child of every proxy, so they hold only the fields the NexoProxy controller reads; everything
+// else is read from the API server, in full, when a child has to be compared (see apply).
 //
-//   - every such object: name, namespace, resourceVersion, generation, deletion timestamp and
+//   - children and Secrets: name, namespace, resourceVersion, generation, deletion timestamp and
 //     the controller owner reference (for Owns and IsControlledBy);
-//   - Deployments also keep their labels (an edit of the labels does not move the generation),
-//     spec.replicas and the replica counts of their status (for WorkloadAvailable).
+//   - Deployments: a DeploymentState (workloads.go) instead of the object;
+//   - NexoProxies: everything but managedFields, with the strings every proxy repeats (condition
+//     types, statuses, reasons and messages, the phase) kept once.
 //
 // The transforms are idempotent: client-go may apply them to an object it has already trimmed.
 
@@ -24,67 +24,62 @@ import (
 // Secrets).
 func TrimMetadata(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ObjectMeta = trimObjectMeta(&m.ObjectMeta, false)
+		m.ObjectMeta = trimObjectMeta(&m.ObjectMeta)
 	}
 	return obj, nil
 }
 
-// TrimDeployment is the cache transform for the proxies' Deployments: no pod template, no
-// strategy, no conditions.
-func TrimDeployment(obj any) (any, error) {
-	d, ok := obj.(*appsv1.Deployment)
+// TrimProxy is the cache transform for NexoProxies.
+func TrimProxy(obj any) (any, error) {
+	p, ok := obj.(*nexov1alpha1.NexoProxy)
 	if !ok {
 		return obj, nil
 	}
-	d.ObjectMeta = trimObjectMeta(&d.ObjectMeta, true)
-	d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas}
-	s := d.Status
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, UpdatedReplicas: s.UpdatedReplicas,
-		ReadyReplicas: s.ReadyReplicas, AvailableReplicas: s.AvailableReplicas,
+	p.ManagedFields = nil
+	p.Status.Phase = nexov1alpha1.ProxyPhase(intern(string(p.Status.Phase)))
+	if n := len(p.Status.Conditions); n > 0 {
+		// Decoding grows the slice by doubling; the copy has exactly its length.
+		conds := make([]metav1.Condition, n)
+		copy(conds, p.Status.Conditions)
+		for i := range conds {
+			c := &conds[i]
+			c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), intern(c.Message)
+			c.Status = metav1.ConditionStatus(intern(string(c.Status)))
+		}
+		p.Status.Conditions = conds
 	}
-	return d, nil
+	return p, nil
 }
 
-func trimObjectMeta(m *metav1.ObjectMeta, keepLabels bool) metav1.ObjectMeta {
+func trimObjectMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
+		Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		DeletionTimestamp: m.DeletionTimestamp,
-	}
-	if keepLabels && len(m.Labels) > 0 {
-		out.Labels = make(map[string]string, len(m.Labels))
-		for k, v := range m.Labels {
-			out.Labels[shared(k)] = shared(v)
-		}
 	}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		r := *ref
-		r.APIVersion, r.Kind = shared(r.APIVersion), shared(r.Kind)
+		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
+		r.Controller, r.BlockOwnerDeletion = sharedBool(r.Controller), sharedBool(r.BlockOwnerDeletion)
 		out.OwnerReferences = []metav1.OwnerReference{r}
 	}
 	return out
 }
 
-// sharedStrings are the strings every cached child repeats (owner kind, label keys and values):
-// decoding allocates them afresh for every object, the cache keeps one copy.
-var sharedStrings = map[string]string{}
+// intern returns the one copy of s that every cached object shares: decoding allocates each
+// string afresh for every object, and these repeat across all of them.
+func intern(s string) string { return unique.Make(s).Value() }
 
-func init() {
-	for _, s := range []string{nexov1alpha1.GroupVersion.String(), "NexoProxy", render.ManagedByValue} {
-		sharedStrings[s] = s
-	}
-	for k, v := range render.Labels("") {
-		sharedStrings[k] = k
-		if v != "" {
-			sharedStrings[v] = v
-		}
-	}
-}
+var sharedTrue, sharedFalse = true, false
 
-// shared returns the cache's copy of s when s is one of sharedStrings, s otherwise.
-func shared(s string) string {
-	if c, ok := sharedStrings[s]; ok {
-		return c
+// sharedBool points at one of two shared booleans instead of a decoded allocation each. Cached
+// objects are never written through (readers get deep copies).
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &sharedTrue
+	default:
+		return &sharedFalse
 	}
-	return s
 }

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers"
-	"github.com/nexo-io/nexo-edge/render"
 )
 
 func fullMeta() metav1.ObjectMeta {
@@ -49,42 +49,105 @@ func TestTrimMetadataKeepsWhatTheControllerReads(t *testing.T) {
 	}
 }
 
-func TestTrimDeploymentKeepsLabelsReplicasAndCounts(t *testing.T) {
+func TestTrimDeploymentKeepsReplicasCountsAndALabelsHash(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: fullMeta(),
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "ingress", Image: "i"}}}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1,
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Message: "long text"}}}}
 	out, _ := controllers.TrimDeployment(d)
-	got := out.(*appsv1.Deployment)
-	if got.Labels["a"] != "b" || len(got.Annotations) != 0 || len(got.OwnerReferences) != 1 {
+	got := out.(*controllers.DeploymentState)
+	if got.Name != "p" || got.Generation != 3 || len(got.Labels) != 0 || len(got.Annotations) != 0 || len(got.OwnerReferences) != 1 {
 		t.Errorf("metadata %+v", got.ObjectMeta)
 	}
-	if *got.Spec.Replicas != 2 || len(got.Spec.Template.Spec.Containers) != 0 {
-		t.Errorf("spec %+v", got.Spec)
+	want := controllers.ReplicaCounts{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, Available: 1}
+	if got.Replicas != 2 || got.Status != want {
+		t.Errorf("replicas %d, counts %+v", got.Replicas, got.Status)
 	}
-	want := appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1}
-	if !equality.Semantic.DeepEqual(got.Status, want) {
-		t.Errorf("status %+v", got.Status)
+	if again, _ := controllers.TrimDeployment(got); again != got {
+		t.Error("TrimDeployment is not idempotent")
+	}
+	// The labels hash moves with any label edit and ignores map order.
+	relabel := func(labels map[string]string) uint64 {
+		c := d.DeepCopy()
+		c.Labels = labels
+		o, _ := controllers.TrimDeployment(c)
+		return o.(*controllers.DeploymentState).LabelsHash
+	}
+	if relabel(map[string]string{"a": "b", "c": "d"}) != relabel(map[string]string{"c": "d", "a": "b"}) {
+		t.Error("labels hash depends on order")
+	}
+	for _, l := range []map[string]string{{"a": "x"}, {"a": "b", "c": "d"}, {"ab": ""}, nil} {
+		if relabel(l) == got.LabelsHash {
+			t.Errorf("labels %v hash like {a: b}", l)
+		}
+	}
+	// Unset replicas are one, as the API server defaults them.
+	d.Spec.Replicas = nil
+	if o, _ := controllers.TrimDeployment(d.DeepCopy()); o.(*controllers.DeploymentState).Replicas != 1 {
+		t.Error("unset replicas are not 1")
+	}
+	if c := got.DeepCopyObject().(*controllers.DeploymentState); &c.OwnerReferences[0] == &got.OwnerReferences[0] || !equality.Semantic.DeepEqual(c, got) {
+		t.Error("DeepCopyObject is not an equal, separate copy")
 	}
 }
 
-// Strings every child repeats are kept once: two decoded objects share the owner's kind and the
-// operator's label values after trimming.
+// The proxy cache keeps the whole proxy but managedFields; condition strings that every proxy
+// repeats are kept once, and the conditions slice has no spare capacity.
+func TestTrimProxySharesConditionStrings(t *testing.T) {
+	decoded := func() *nexov1alpha1.NexoProxy {
+		p := &nexov1alpha1.NexoProxy{ObjectMeta: fullMeta()}
+		p.Spec.PipelineRef.Name = "pipe"
+		conds := make([]metav1.Condition, 0, 8)
+		for _, typ := range []string{"Validated", "Ready", "Licensed"} {
+			conds = append(conds, metav1.Condition{Type: strings.Clone(typ), Status: metav1.ConditionStatus(strings.Clone("True")),
+				Reason: strings.Clone("Passed"), Message: strings.Clone("spec is valid")})
+		}
+		p.Status.Conditions = conds
+		p.Status.Phase = nexov1alpha1.ProxyPhase(strings.Clone("Ready"))
+		return p
+	}
+	a, _ := controllers.TrimProxy(decoded())
+	b, _ := controllers.TrimProxy(decoded())
+	pa, pb := a.(*nexov1alpha1.NexoProxy), b.(*nexov1alpha1.NexoProxy)
+	if len(pa.ManagedFields) != 0 || pa.Spec.PipelineRef.Name != "pipe" || pa.Labels["a"] != "b" {
+		t.Errorf("trimmed proxy %+v", pa)
+	}
+	if cap(pa.Status.Conditions) != 3 || !equality.Semantic.DeepEqual(pa.Status.Conditions, decoded().Status.Conditions) {
+		t.Errorf("conditions %+v (cap %d)", pa.Status.Conditions, cap(pa.Status.Conditions))
+	}
+	for i := range pa.Status.Conditions {
+		ca, cb := pa.Status.Conditions[i], pb.Status.Conditions[i]
+		for _, pair := range [][2]string{{ca.Type, cb.Type}, {string(ca.Status), string(cb.Status)}, {ca.Reason, cb.Reason}, {ca.Message, cb.Message}} {
+			if unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+				t.Errorf("condition %d: %q is not shared between cached proxies", i, pair[0])
+			}
+		}
+	}
+	if unsafe.StringData(string(pa.Status.Phase)) != unsafe.StringData(string(pb.Status.Phase)) {
+		t.Error("phase is not shared")
+	}
+}
+
+// Strings every child repeats are kept once: two decoded objects share the owner's kind after
+// trimming.
 func TestTrimSharesRepeatedStrings(t *testing.T) {
-	decoded := func() *appsv1.Deployment {
+	decoded := func() *metav1.PartialObjectMetadata {
 		m := fullMeta()
 		m.OwnerReferences[1].Kind = strings.Clone("NexoProxy")
-		m.Labels = map[string]string{strings.Clone(render.ManagedByLabel): strings.Clone(render.ManagedByValue)}
-		return &appsv1.Deployment{ObjectMeta: m}
+		m.Namespace = strings.Clone("ns")
+		return &metav1.PartialObjectMetadata{ObjectMeta: m}
 	}
-	a, _ := controllers.TrimDeployment(decoded())
-	b, _ := controllers.TrimDeployment(decoded())
-	da, db := a.(*appsv1.Deployment), b.(*appsv1.Deployment)
-	if unsafe.StringData(da.OwnerReferences[0].Kind) != unsafe.StringData(db.OwnerReferences[0].Kind) {
+	a, _ := controllers.TrimMetadata(decoded())
+	b, _ := controllers.TrimMetadata(decoded())
+	ma, mb := a.(*metav1.PartialObjectMetadata), b.(*metav1.PartialObjectMetadata)
+	if unsafe.StringData(ma.OwnerReferences[0].Kind) != unsafe.StringData(mb.OwnerReferences[0].Kind) {
 		t.Error("owner kind is not shared between cached objects")
 	}
-	if unsafe.StringData(da.Labels[render.ManagedByLabel]) != unsafe.StringData(db.Labels[render.ManagedByLabel]) {
-		t.Error("label value is not shared between cached objects")
+	if unsafe.StringData(ma.Namespace) != unsafe.StringData(mb.Namespace) {
+		t.Error("namespace is not shared between cached objects")
+	}
+	if ma.OwnerReferences[0].Controller != mb.OwnerReferences[0].Controller || !*ma.OwnerReferences[0].Controller {
+		t.Error("controller flag is not shared")
 	}
 }

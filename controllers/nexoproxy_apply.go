@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,9 +27,10 @@ const FieldOwner = client.FieldOwner("nexo-operator")
 // child is one generated object: what we want, what the cache shows, and how to compare and
 // correct the whole object when it has to be read.
 //
-// The caches hold children trimmed to their metadata (Deployments also keep labels and replica
-// counts; see cache.go). A child is in sync without any read when its version (generation for
-// the Deployment, whose status moves all the time; resourceVersion otherwise) is the one at which
+// The caches hold children trimmed to their metadata (Deployments as a DeploymentState; see
+// cache.go and workloads.go). A child is in sync without any read when its version (generation
+// and labels for the Deployment, whose status moves all the time; resourceVersion otherwise) is
+// the one at which
 // the operator last wrote it or compared it in full, and the desired content is the same as then
 // (render.ContentHash). Otherwise the whole object is read from the API server, compared, and
 // corrected if it drifted.
@@ -39,16 +39,12 @@ type child struct {
 	// cached is the trimmed object from the cache; full receives the whole object when read.
 	cached, full client.Object
 	version      func(client.Object) string
-	// keepsLabels: the cache shows the child's labels (a label edit does not move its version).
-	keepsLabels bool
-	inSync      func() bool
-	correct     func()
-	found       bool
+	inSync       func() bool
+	correct      func()
+	found        bool
 }
 
 func resourceVersion(o client.Object) string { return o.GetResourceVersion() }
-
-func generation(o client.Object) string { return strconv.FormatInt(o.GetGeneration(), 10) }
 
 // metadataChild is a child (ConfigMap, Secret or Service) whose cache holds only its metadata.
 func metadataChild(desired, full client.Object, inSync func() bool, correct func()) *child {
@@ -60,7 +56,7 @@ func metadataChild(desired, full client.Object, inSync func() bool, correct func
 // apply creates or corrects the proxy's children. A converged proxy costs no API call and a new
 // one costs only its creates. A name held by someone else is a Conflict: nothing is overwritten,
 // and children this pass created are removed again, so a conflict leaves nothing half-applied.
-func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*appsv1.Deployment, *blocked, error) {
+func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*DeploymentState, *blocked, error) {
 	g := res.graph
 	proxyKey := client.ObjectKeyFromObject(proxy)
 	var children []*child
@@ -85,8 +81,8 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			}))
 	}
 	dep := render.Deployment(g, configHash, revision)
-	cachedDep, fullDep := &appsv1.Deployment{}, &appsv1.Deployment{}
-	depChild := &child{desired: dep, cached: cachedDep, full: fullDep, version: generation, keepsLabels: true,
+	fullDep := &appsv1.Deployment{}
+	depChild := &child{desired: dep, cached: &DeploymentState{}, full: fullDep, version: deploymentVersion,
 		inSync:  func() bool { return deploymentInSync(dep, fullDep) },
 		correct: func() { fullDep.Spec = dep.Spec; mergeLabels(dep, fullDep) }}
 	children = append(children, depChild)
@@ -148,7 +144,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			}
 		}
 		want := childVersion{version: c.version(c.cached), content: content}
-		if r.versions.is(proxyKey, id, want) && (!c.keepsLabels || labelsSubset(c.desired, c.cached)) {
+		if r.versions.is(proxyKey, id, want) {
 			continue // unchanged since the operator wrote or compared it
 		}
 		if c.cached != c.full {
@@ -168,11 +164,17 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		}
 		r.versions.set(proxyKey, id, childVersion{c.version(c.full), content})
 	}
-	return depChild.cached.(*appsv1.Deployment), nil, nil
+	return stateOf(depChild.cached), nil, nil
 }
 
 // lookup reads a child from the cache.
 func (r *ProxyReconciler) lookup(ctx context.Context, c *child) error {
+	if _, ok := c.cached.(*DeploymentState); ok {
+		if s := r.deployments.get(client.ObjectKeyFromObject(c.desired)); s != nil {
+			c.cached, c.found = s, true
+		}
+		return nil
+	}
 	err := r.Get(ctx, client.ObjectKeyFromObject(c.desired), c.cached)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -181,38 +183,55 @@ func (r *ProxyReconciler) lookup(ctx context.Context, c *child) error {
 	return err
 }
 
-// childID names one child of a proxy.
+// childID names one child of a proxy (kind is one of kindOf's constants).
 type childID struct{ kind, name string }
 
 // childVersion is what the operator knows of a child: at this version (generation or
 // resourceVersion) it held the content with this hash (render.ContentHash).
-type childVersion struct{ version, content string }
+type childVersion struct {
+	version string
+	content render.Hash
+}
+
+type childEntry struct {
+	childID
+	childVersion
+}
 
 // childVersions remembers, per proxy and child, the version at which the operator last wrote the
 // child or compared it in full, and the hash of the content it had then. It starts empty, so
-// after a restart each child is read once in full before the cache alone is trusted.
+// after a restart each child is read once in full before the cache alone is trusted. A proxy's
+// few children are a short slice, not a map: this is kept for every proxy.
 type childVersions struct {
 	mu      sync.Mutex
-	byProxy map[types.NamespacedName]map[childID]childVersion
+	byProxy map[types.NamespacedName][]childEntry
 }
 
 func (v *childVersions) is(proxy types.NamespacedName, id childID, want childVersion) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	got, ok := v.byProxy[proxy][id]
-	return ok && got == want
+	for _, e := range v.byProxy[proxy] {
+		if e.childID == id {
+			return e.childVersion == want
+		}
+	}
+	return false
 }
 
 func (v *childVersions) set(proxy types.NamespacedName, id childID, cv childVersion) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.byProxy == nil {
-		v.byProxy = map[types.NamespacedName]map[childID]childVersion{}
+		v.byProxy = map[types.NamespacedName][]childEntry{}
 	}
-	if v.byProxy[proxy] == nil {
-		v.byProxy[proxy] = map[childID]childVersion{}
+	entries := v.byProxy[proxy]
+	for i := range entries {
+		if entries[i].childID == id {
+			entries[i].childVersion = cv
+			return
+		}
 	}
-	v.byProxy[proxy][id] = cv
+	v.byProxy[proxy] = append(entries, childEntry{id, cv})
 }
 
 func (v *childVersions) forget(proxy types.NamespacedName) {

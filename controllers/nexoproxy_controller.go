@@ -61,7 +61,9 @@ type ProxyReconciler struct {
 	secrets  secretUsers
 	metrics  *proxyMetrics
 	versions childVersions
-	slots    licenseSlots
+	// deployments is what the Deployment informer shows (fed by deploymentHandler).
+	deployments deploymentStates
+	slots       licenseSlots
 }
 
 // SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
@@ -87,7 +89,11 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Named("nexoproxies").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
-		Owns(&appsv1.Deployment{}, builder.WithPredicates(deploymentChanged())).
+		// Owns, but the handler also records each Deployment's state (workloads.go).
+		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&appsv1.Deployment{}), handler.EventHandler(deploymentHandler{
+			states: &r.deployments,
+			owner:  handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &nexov1alpha1.NexoProxy{}, handler.OnlyControllerOwner()),
+		}))).
 		Owns(&corev1.Service{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
 		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
@@ -166,12 +172,8 @@ func (r *ProxyReconciler) applyFailed(proxy *nexov1alpha1.NexoProxy, err error) 
 
 func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: proxy.Namespace, Name: proxy.Name}
-	dep := &appsv1.Deployment{}
-	workloadErr := r.Get(ctx, key, dep)
-	if workloadErr != nil && client.IgnoreNotFound(workloadErr) != nil {
-		return ctrl.Result{}, workloadErr
-	}
-	if workloadErr != nil || !metav1.IsControlledBy(dep, proxy) {
+	dep := r.deployments.get(key)
+	if dep != nil && !metav1.IsControlledBy(dep, proxy) {
 		dep = nil
 	}
 
@@ -233,7 +235,7 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 // fail records a blocked phase. Later phases are marked Blocked, the running workload (if any)
 // is left at its last good revision, and the proxy is Degraded when such a workload exists,
 // Pending when it waits for a reference, Failed otherwise.
-func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProxy, dep *appsv1.Deployment, phase string, b *blocked) (ctrl.Result, error) {
+func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProxy, dep *DeploymentState, phase string, b *blocked) (ctrl.Result, error) {
 	logf.FromContext(ctx).V(1).Info("proxy blocked", "phase", phase, "reason", b.reason, "message", b.message)
 	r.metrics.failure(b.reason)
 	order := []string{nexov1alpha1.ConditionValidated, nexov1alpha1.ConditionReferencesResolved, nexov1alpha1.ConditionLicensed, nexov1alpha1.ConditionWorkloadAvailable}
@@ -274,21 +276,17 @@ type workload struct {
 
 // workloadOf summarises a Deployment: available means current, fully updated and every replica
 // ready, with no surge pod left.
-func workloadOf(dep *appsv1.Deployment) workload {
-	want := int32(1)
-	if dep.Spec.Replicas != nil {
-		want = *dep.Spec.Replicas
-	}
-	s := dep.Status
+func workloadOf(dep *DeploymentState) workload {
+	want, s := dep.Replicas, dep.Status
 	return workload{
 		replicas: want, ready: s.ReadyReplicas,
 		available: s.ObservedGeneration >= dep.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want &&
-			s.AvailableReplicas == want && s.Replicas == want,
+			s.Available == want && s.Replicas == want,
 	}
 }
 
 // reportWorkload copies the Deployment's replica counts and availability into status.
-func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *appsv1.Deployment) {
+func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *DeploymentState) {
 	w := workloadOf(dep)
 	proxy.Status.Replicas, proxy.Status.ReadyReplicas = w.replicas, w.ready
 	if w.available {

@@ -2,11 +2,9 @@ package controllers
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -123,11 +121,13 @@ func childChanged() predicate.Predicate {
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			a, b := e.ObjectOld, e.ObjectNew
-			if _, ok := a.(*appsv1.Deployment); !ok {
+			da, ok1 := a.(*DeploymentState)
+			db, ok2 := b.(*DeploymentState)
+			if !ok1 || !ok2 {
 				return a.GetResourceVersion() != b.GetResourceVersion()
 			}
-			return a.GetGeneration() != b.GetGeneration() || !maps.Equal(a.GetLabels(), b.GetLabels()) ||
-				len(a.GetOwnerReferences()) != len(b.GetOwnerReferences())
+			return da.Generation != db.Generation || da.LabelsHash != db.LabelsHash ||
+				len(da.OwnerReferences) != len(db.OwnerReferences)
 		},
 	}
 }
@@ -142,7 +142,7 @@ func deploymentChanged() predicate.Predicate {
 			if child.Update(e) {
 				return true
 			}
-			return workloadOf(e.ObjectOld.(*appsv1.Deployment)) != workloadOf(e.ObjectNew.(*appsv1.Deployment))
+			return workloadOf(stateOf(e.ObjectOld)) != workloadOf(stateOf(e.ObjectNew))
 		},
 	}
 }

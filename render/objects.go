@@ -1,6 +1,7 @@
 package render
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"slices"
 
@@ -275,7 +276,7 @@ const CopiedFromKey = "nexo.io/copied-from"
 // and its data (ConfigMap), type and data (Secret) or spec (Deployment, Service). The operator
 // remembers it with the version of the child it last wrote or compared in full, so a child whose
 // version has not moved is known to hold this content without reading it.
-func ContentHash(o metav1.Object) string {
+func ContentHash(o metav1.Object) Hash {
 	var content any
 	switch t := o.(type) {
 	case *corev1.ConfigMap:
@@ -292,12 +293,19 @@ func ContentHash(o metav1.Object) string {
 	default:
 		panic(fmt.Sprintf("render.ContentHash: %T is not a generated kind", o))
 	}
-	return shortHash(mustJSON(struct {
+	sum := sha256.Sum256(mustJSON(struct {
 		Labels      map[string]string `json:"labels"`
 		Annotations map[string]string `json:"annotations,omitempty"`
 		Content     any               `json:"content"`
 	}{o.GetLabels(), o.GetAnnotations(), content}))
+	var h Hash
+	copy(h[:], sum[:])
+	return h
 }
+
+// Hash is a content hash the operator keeps in memory for every child: a fixed-size value (the
+// first 128 bits of a SHA-256), so remembering it costs no allocation.
+type Hash [16]byte
 
 // PullSecret renders a proxy's copy of a profile pull Secret from the operator namespace.
 func PullSecret(g *Graph, source *corev1.Secret) *corev1.Secret {

@@ -45,6 +45,7 @@ import (
 
 const (
 	benchNS    = "bench"
+	smallNS    = "bench-small"
 	baselineNS = "baseline"
 	opNS       = "nexo-system"
 )
@@ -55,7 +56,7 @@ var (
 	opBin   = flag.String("operator", "bin/operator", "operator binary")
 	pworker = flag.Int("proxy-workers", 8, "operator --proxy-workers")
 	opGOGC  = flag.String("operator-gogc", "", "GOGC for the operator process only (empty: the operator's own default)")
-	heapOut = flag.String("heap-profile", "", "write the operator's heap profile (after convergence) to this file")
+	heapOut = flag.String("heap-profile", "", "write the operator's heap profiles, idle (FILE.idle) and after convergence (FILE), sampled every 4 KiB")
 )
 
 func main() {
@@ -102,7 +103,40 @@ func run() error {
 	time.Sleep(5 * time.Second)
 	idleRSS := idle.rssKB("VmHWM")
 	idleHeapKB := idleHeap.end()
+	idleLiveKB, err := idle.liveHeapKB(profilePath(".idle"))
+	if err != nil {
+		idle.stop()
+		return err
+	}
 	idle.stop()
+
+	// The marginal cost of a proxy: the same convergence for a tenth as many proxies (in a
+	// namespace the later runs do not watch). Both peaks carry the operator's fixed costs under
+	// load (the garbage collector's headroom over the idle heap, buffers), so their difference
+	// is what the additional proxies cost.
+	small := max(*n/10, 1)
+	fmt.Printf("phase 0: the operator converges %d proxies (for the marginal cost) ...\n", small)
+	if err := parallel(small, func(i int) error { return c.Create(ctx, proxy(smallNS, i)) }); err != nil {
+		return err
+	}
+	sm, err := startOperatorIn(cl, keyFile, smallNS)
+	if err != nil {
+		return err
+	}
+	smallHeap := sm.sampleHeap()
+	if err := waitProxiesIn(ctx, c, smallNS, small, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
+	}); err != nil {
+		sm.stop()
+		return fmt.Errorf("%w; operator log tail:\n%s", err, sm.logTail())
+	}
+	smallRSS := sm.rssKB("VmHWM")
+	smallHeapKB := smallHeap.end()
+	smallLiveKB, err := sm.liveHeapKB("")
+	sm.stop()
+	if err != nil {
+		return err
+	}
 
 	fmt.Printf("creating %d NexoProxies ...\n", *n)
 	if err := parallel(*n, func(i int) error { return c.Create(ctx, proxy(benchNS, i)) }); err != nil {
@@ -130,10 +164,9 @@ func run() error {
 	peakRSS := op.rssKB("VmHWM")
 	peakHeapKB := heap.end()
 	cpu := op.cpuSeconds()
-	if *heapOut != "" {
-		if err := op.saveHeapProfile(*heapOut); err != nil {
-			return err
-		}
+	liveKB, err := op.liveHeapKB(profilePath(""))
+	if err != nil {
+		return err
 	}
 	add("convergence time (all Ready)", converge.Round(10*time.Millisecond).String(), "")
 	add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
@@ -144,6 +177,11 @@ func run() error {
 	add("operator CPU time (user + system)", fmt.Sprintf("%.1fs", cpu), "")
 	add("Go heap in use, peak (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(peakHeapKB)/1024, float64(idleHeapKB)/1024), "")
 	add("Go heap per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakHeapKB-idleHeapKB)/float64(*n)), "")
+	add("Go heap live after GC, converged (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(liveKB)/1024, float64(idleLiveKB)/1024), "")
+	add("Go heap live per proxy (converged - idle) / N", fmt.Sprintf("%.1f KB", float64(liveKB-idleLiveKB)/float64(*n)), "")
+	added := float64(*n - small)
+	add(fmt.Sprintf("RSS per added proxy (peak %d - peak %d) / %d", *n, small, *n-small), fmt.Sprintf("%.1f KB", float64(peakRSS-smallRSS)/added), "")
+	add("Go heap per added proxy, peak (live after GC)", fmt.Sprintf("%.1f KB (%.1f KB)", float64(peakHeapKB-smallHeapKB)/added, float64(liveKB-smallLiveKB)/added), "")
 
 	fmt.Println("phase 2: edit the shared step")
 	var old string
@@ -239,32 +277,41 @@ func setup(ctx context.Context, c client.Client, dir string) (string, error) {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smallNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: baselineNS}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: opNS}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "license", Namespace: benchNS}, Data: map[string][]byte{"license": []byte(doc)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: benchNS}, Data: map[string][]byte{"salt": []byte("x")}},
-		&nexov1alpha1.NexoLicense{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: benchNS},
-			Spec: nexov1alpha1.NexoLicenseSpec{SecretRef: nexov1alpha1.SecretKeyReference{Name: "license", Key: "license"}}},
-		profile(benchNS),
-		&nexov1alpha1.NexoTenantIsolation{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: benchNS},
-			Spec: nexov1alpha1.NexoTenantIsolationSpec{TenantField: "tenantId", Source: nexov1alpha1.TenantSource{Type: "Username"}}},
-		&nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Name: "per-client", Namespace: benchNS},
-			Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 100}},
-		&nexov1alpha1.NexoPIIMasking{ObjectMeta: metav1.ObjectMeta{Name: "mask", Namespace: benchNS},
-			Spec: nexov1alpha1.NexoPIIMaskingSpec{Rules: []nexov1alpha1.MaskingRule{{FieldPattern: "customers.*.ssn", Action: "Redact"}}}},
-		&nexov1alpha1.NexoPipeline{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: benchNS},
-			Spec: nexov1alpha1.NexoPipelineSpec{
-				Request:  []nexov1alpha1.RequestStepRef{{Kind: "NexoTenantIsolation", Name: "tenant"}, {Kind: "NexoRateLimit", Name: "per-client"}},
-				Response: []nexov1alpha1.ResponseStepRef{{Kind: "NexoPIIMasking", Name: "mask"}},
-			}},
 	}
+	objs = append(objs, sharedGraph(benchNS, doc)...)
+	objs = append(objs, sharedGraph(smallNS, doc)...)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			return "", fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
 	return keyFile, nil
+}
+
+// sharedGraph is what every proxy in ns references: license, profile, three steps, pipeline.
+func sharedGraph(ns, licenseDoc string) []client.Object {
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "license", Namespace: ns}, Data: map[string][]byte{"license": []byte(licenseDoc)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: ns}, Data: map[string][]byte{"salt": []byte("x")}},
+		&nexov1alpha1.NexoLicense{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns},
+			Spec: nexov1alpha1.NexoLicenseSpec{SecretRef: nexov1alpha1.SecretKeyReference{Name: "license", Key: "license"}}},
+		profile(ns),
+		&nexov1alpha1.NexoTenantIsolation{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+			Spec: nexov1alpha1.NexoTenantIsolationSpec{TenantField: "tenantId", Source: nexov1alpha1.TenantSource{Type: "Username"}}},
+		&nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Name: "per-client", Namespace: ns},
+			Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 100}},
+		&nexov1alpha1.NexoPIIMasking{ObjectMeta: metav1.ObjectMeta{Name: "mask", Namespace: ns},
+			Spec: nexov1alpha1.NexoPIIMaskingSpec{Rules: []nexov1alpha1.MaskingRule{{FieldPattern: "customers.*.ssn", Action: "Redact"}}}},
+		&nexov1alpha1.NexoPipeline{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns},
+			Spec: nexov1alpha1.NexoPipelineSpec{
+				Request:  []nexov1alpha1.RequestStepRef{{Kind: "NexoTenantIsolation", Name: "tenant"}, {Kind: "NexoRateLimit", Name: "per-client"}},
+				Response: []nexov1alpha1.ResponseStepRef{{Kind: "NexoPIIMasking", Name: "mask"}},
+			}},
+	}
 }
 
 func profile(ns string) *nexov1alpha1.NexoDeploymentProfile {
@@ -343,10 +390,14 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 }
 
 func waitProxies(ctx context.Context, c client.Client, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
+	return waitProxiesIn(ctx, c, benchNS, *n, timeout, ok)
+}
+
+func waitProxiesIn(ctx context.Context, c client.Client, ns string, count int, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		var list nexov1alpha1.NexoProxyList
-		if err := c.List(ctx, &list, client.InNamespace(benchNS)); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		done := 0
@@ -355,11 +406,11 @@ func waitProxies(ctx context.Context, c client.Client, timeout time.Duration, ok
 				done++
 			}
 		}
-		if done == *n {
+		if done == count {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d proxies done after %s", done, *n, timeout)
+			return fmt.Errorf("%d of %d proxies in %s done after %s", done, count, ns, timeout)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -398,6 +449,10 @@ type operatorProcess struct {
 }
 
 func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, error) {
+	return startOperatorIn(cl, keyFile, benchNS)
+}
+
+func startOperatorIn(cl *testcluster.Cluster, keyFile, ns string) (*operatorProcess, error) {
 	mp, err := testcluster.FreePort()
 	if err != nil {
 		return nil, err
@@ -417,11 +472,14 @@ func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, e
 	}
 	o := &operatorProcess{metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), pprofAddr: fmt.Sprintf("127.0.0.1:%d", pp), logPath: logPath}
 	o.cmd = exec.Command(*opBin, "--metrics-bind-address="+o.metricsAddr, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
-		"--pprof-bind-address="+o.pprofAddr, "--watch-namespaces="+benchNS, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
+		"--pprof-bind-address="+o.pprofAddr, "--watch-namespaces="+ns, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
 		fmt.Sprintf("--proxy-workers=%d", *pworker), "--kube-api-qps=2000", "--kube-api-burst=4000", "--zap-log-level=error")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig)
 	if *opGOGC != "" {
 		o.cmd.Env = append(o.cmd.Env, "GOGC="+*opGOGC)
+	}
+	if *heapOut != "" {
+		o.cmd.Env = append(o.cmd.Env, "GODEBUG=memprofilerate=4096")
 	}
 	o.cmd.Stdout, o.cmd.Stderr = f, f
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -470,22 +528,40 @@ func (o *operatorProcess) rssKB(field string) int64 {
 	return 0
 }
 
-// saveHeapProfile writes the operator's heap profile (go tool pprof reads it).
-func (o *operatorProcess) saveHeapProfile(path string) error {
-	resp, err := http.Get("http://" + o.pprofAddr + "/debug/pprof/heap")
+// profilePath is where a heap profile goes (-heap-profile plus suffix), or "" for none.
+func profilePath(suffix string) string {
+	if *heapOut == "" {
+		return ""
+	}
+	return *heapOut + suffix
+}
+
+// liveHeapKB forces a garbage collection in the operator (the heap profile endpoint with gc=1
+// runs one), then reads the heap still allocated: the live heap, without the collector's
+// headroom. The profile is written to path unless path is empty.
+func (o *operatorProcess) liveHeapKB(path string) (int64, error) {
+	resp, err := http.Get("http://" + o.pprofAddr + "/debug/pprof/heap?gc=1")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
-	f, err := os.Create(path)
+	out := io.Discard
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		out = f
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		return 0, err
+	}
+	m, err := o.metrics()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return int64(m.heapAlloc / 1024), nil
 }
 
 // cpuSeconds is the operator's user + system CPU time so far (/proc/PID/stat, clock ticks of
@@ -505,7 +581,7 @@ func (o *operatorProcess) cpuSeconds() float64 {
 	return (u + st) / 100
 }
 
-type opMetrics struct{ reconciles, mutating, heapInuse float64 }
+type opMetrics struct{ reconciles, mutating, heapInuse, heapAlloc float64 }
 
 // heapSampler records the operator's peak Go heap in use (from its metrics) while it runs, to
 // tell the live heap apart from what the garbage collector's headroom adds to the RSS.
@@ -542,7 +618,13 @@ func (h *heapSampler) end() int64 {
 
 // metrics scrapes the operator: NexoProxy reconciles and mutating client requests.
 func (o *operatorProcess) metrics() (opMetrics, error) {
-	resp, err := http.Get("http://" + o.metricsAddr + "/metrics")
+	// Uncompressed: a gzip writer per scrape would add to the very heap being measured.
+	req, err := http.NewRequest(http.MethodGet, "http://"+o.metricsAddr+"/metrics", nil)
+	if err != nil {
+		return opMetrics{}, err
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return opMetrics{}, err
 	}
@@ -555,6 +637,9 @@ func (o *operatorProcess) metrics() (opMetrics, error) {
 	var m opMetrics
 	for _, mf := range families["go_memstats_heap_inuse_bytes"].GetMetric() {
 		m.heapInuse = mf.GetGauge().GetValue()
+	}
+	for _, mf := range families["go_memstats_heap_alloc_bytes"].GetMetric() {
+		m.heapAlloc = mf.GetGauge().GetValue()
 	}
 	for _, mf := range families["controller_runtime_reconcile_total"].GetMetric() {
 		for _, l := range mf.GetLabel() {

@@ -99,12 +99,17 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		}
 	}
 	cacheOpts.ByObject = map[client.Object]cache.ByObject{
-		metadataOf("ConfigMap"): {Label: ours, Transform: controllers.TrimMetadata},
-		metadataOf("Service"):   {Label: ours, Transform: controllers.TrimMetadata},
-		&appsv1.Deployment{}:    {Label: ours, Transform: controllers.TrimDeployment},
-		metadataOf("Secret"):    secrets,
+		metadataOf("ConfigMap"):   {Label: ours, Transform: controllers.TrimMetadata},
+		metadataOf("Service"):     {Label: ours, Transform: controllers.TrimMetadata},
+		&appsv1.Deployment{}:      {Label: ours, Transform: controllers.TrimDeployment},
+		&nexov1alpha1.NexoProxy{}: {Transform: controllers.TrimProxy},
+		metadataOf("Secret"):      secrets,
 	}
 
+	// The operator talks to its own cluster's API server: gzip would cost CPU on both ends of
+	// every list and watch, and each watch stream would hold a decompressor (about 40 KB).
+	restConfig = rest.CopyConfig(restConfig)
+	restConfig.DisableCompression = true
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  Scheme(),
 		Cache:                   cacheOpts,

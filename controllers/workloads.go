@@ -1,0 +1,170 @@
+package controllers
+
+import (
+	"context"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// DeploymentState is what the operator keeps of a proxy's Deployment: its identity and
+// controller reference, a hash of its labels (a label edit does not move the generation), the
+// desired replicas and the replica counts WorkloadAvailable reads. The Deployment informer stores
+// these instead of Deployments (TrimDeployment): even an emptied appsv1.Deployment is about
+// 1.8 KB, because the pod template is part of the struct; a DeploymentState is about 400 bytes.
+type DeploymentState struct {
+	metav1.ObjectMeta
+	LabelsHash uint64
+	// Replicas is spec.replicas (1 when unset, as the API server defaults it).
+	Replicas int32
+	Status   ReplicaCounts
+}
+
+// ReplicaCounts are the Deployment status fields a proxy's availability is computed from.
+type ReplicaCounts struct {
+	ObservedGeneration                                  int64
+	Replicas, UpdatedReplicas, ReadyReplicas, Available int32
+}
+
+// GetObjectKind: a DeploymentState carries no type information (it is never serialized).
+func (d *DeploymentState) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the state; only the metadata holds references.
+func (d *DeploymentState) DeepCopyObject() runtime.Object {
+	out := *d
+	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	return &out
+}
+
+// stateOf summarises a Deployment (the cache's trimmed state passes through).
+func stateOf(o client.Object) *DeploymentState {
+	switch d := o.(type) {
+	case *DeploymentState:
+		return d
+	case *appsv1.Deployment:
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		s := d.Status
+		return &DeploymentState{
+			ObjectMeta: trimObjectMeta(&d.ObjectMeta),
+			LabelsHash: labelsHash(d.Labels),
+			Replicas:   want,
+			Status: ReplicaCounts{ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas,
+				UpdatedReplicas: s.UpdatedReplicas, ReadyReplicas: s.ReadyReplicas, Available: s.AvailableReplicas},
+		}
+	}
+	return nil
+}
+
+// TrimDeployment is the cache transform for the proxies' Deployments: it stores their
+// DeploymentState. Anything else (a tombstone) passes through.
+func TrimDeployment(obj any) (any, error) {
+	if d, ok := obj.(*appsv1.Deployment); ok {
+		return stateOf(d), nil
+	}
+	return obj, nil
+}
+
+// labelsHash is an order-independent hash of a label set.
+func labelsHash(labels map[string]string) uint64 {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		_, _ = h.Write([]byte(k))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(labels[k]))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// deploymentVersion is the version a Deployment child is remembered at: its generation (status
+// updates do not move it) and its labels (whose edits do not move the generation either).
+func deploymentVersion(o client.Object) string {
+	s := stateOf(o)
+	return strconv.FormatInt(s.Generation, 10) + "/" + strconv.FormatUint(s.LabelsHash, 16)
+}
+
+// deploymentStates holds the latest DeploymentState of every proxy Deployment the informer
+// shows, by name. It is fed by the handler that also queues the owning proxy, so a reconcile
+// queued by an event always reads a state at least as new as that event.
+type deploymentStates struct {
+	mu     sync.RWMutex
+	byName map[types.NamespacedName]*DeploymentState
+}
+
+// get returns the Deployment's state (shared with the informer; read-only), or nil.
+func (s *deploymentStates) get(key types.NamespacedName) *DeploymentState {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byName[key]
+}
+
+func (s *deploymentStates) put(o client.Object) {
+	d := stateOf(o)
+	if d == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byName == nil {
+		s.byName = map[types.NamespacedName]*DeploymentState{}
+	}
+	s.byName[types.NamespacedName{Namespace: d.Namespace, Name: d.Name}] = d
+}
+
+func (s *deploymentStates) remove(o client.Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byName, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+}
+
+// deploymentHandler records every Deployment event in states, then queues the controlling proxy
+// for the events deploymentChanged passes (the same handler as Owns would use).
+type deploymentHandler struct {
+	states *deploymentStates
+	owner  handler.EventHandler
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (h deploymentHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
+	h.states.put(e.Object)
+	if deploymentChanged().Create(e) {
+		h.owner.Create(ctx, e, q)
+	}
+}
+
+func (h deploymentHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
+	h.states.put(e.ObjectNew)
+	if deploymentChanged().Update(e) {
+		h.owner.Update(ctx, e, q)
+	}
+}
+
+func (h deploymentHandler) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
+	h.states.remove(e.Object)
+	h.owner.Delete(ctx, e, q)
+}
+
+func (h deploymentHandler) Generic(ctx context.Context, e event.GenericEvent, q queue) {
+	h.owner.Generic(ctx, e, q)
+}
