@@ -173,10 +173,13 @@ func readinessChanged() predicate.Predicate {
 // credentials, salts, pull secrets), so this is kept from resolution rather than indexed.
 // It also holds the content of those Secrets, keyed by resourceVersion, and drops a Secret's
 // content once no proxy references it.
+//
+// Only the proxy-to-Secrets lists are kept (a few names per proxy); the Secrets-to-proxies
+// direction is a scan of them on a Secret event, which is rare next to the memory a reverse map
+// would keep for every proxy.
 type secretUsers struct {
 	mu       sync.Mutex
 	byProxy  map[types.NamespacedName][]types.NamespacedName
-	users    map[types.NamespacedName]map[types.NamespacedName]bool
 	contents map[types.NamespacedName]*corev1.Secret
 }
 
@@ -199,37 +202,47 @@ func (s *secretUsers) store(key types.NamespacedName, secret *corev1.Secret) {
 	s.contents[key] = secret
 }
 
+// set records the Secrets the proxy's resolution read (nil: the proxy is gone).
 func (s *secretUsers) set(proxy types.NamespacedName, secrets []types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.users == nil {
-		s.byProxy, s.users = map[types.NamespacedName][]types.NamespacedName{}, map[types.NamespacedName]map[types.NamespacedName]bool{}
+	if s.byProxy == nil {
+		s.byProxy = map[types.NamespacedName][]types.NamespacedName{}
 	}
-	for _, sec := range secrets {
-		if s.users[sec] == nil {
-			s.users[sec] = map[types.NamespacedName]bool{}
-		}
-		s.users[sec][proxy] = true
+	old := s.byProxy[proxy]
+	if slices.Equal(old, secrets) {
+		return
 	}
-	for _, old := range s.byProxy[proxy] {
-		if slices.Contains(secrets, old) {
-			continue
-		}
-		delete(s.users[old], proxy)
-		if len(s.users[old]) == 0 { // nobody reads it any more: forget its content too
-			delete(s.users, old)
-			delete(s.contents, old)
+	if len(secrets) == 0 {
+		delete(s.byProxy, proxy)
+	} else {
+		s.byProxy[proxy] = slices.Clone(secrets) // exactly its length: resolution appends
+	}
+	for _, sec := range old {
+		if !slices.Contains(secrets, sec) && !s.usedLocked(sec) { // nobody reads it any more
+			delete(s.contents, sec)
 		}
 	}
-	s.byProxy[proxy] = secrets
+}
+
+func (s *secretUsers) usedLocked(secret types.NamespacedName) bool {
+	for _, secrets := range s.byProxy {
+		if slices.Contains(secrets, secret) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *secretUsers) proxiesFor(_ context.Context, secret client.Object) []reconcile.Request {
+	key := types.NamespacedName{Namespace: secret.GetNamespace(), Name: secret.GetName()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []reconcile.Request
-	for p := range s.users[types.NamespacedName{Namespace: secret.GetNamespace(), Name: secret.GetName()}] {
-		out = append(out, reconcile.Request{NamespacedName: p})
+	for p, secrets := range s.byProxy {
+		if slices.Contains(secrets, key) {
+			out = append(out, reconcile.Request{NamespacedName: p})
+		}
 	}
 	return out
 }
