@@ -12,19 +12,20 @@ import (
 // child of every proxy, so they hold only the fields the NexoProxy controller reads; everything
 // else is read from the API server, in full, when a child has to be compared (see apply).
 //
-//   - children and Secrets: name, namespace, resourceVersion, generation, deletion timestamp and
-//     the controller owner reference (for Owns and IsControlledBy);
-//   - Deployments: a DeploymentState (workloads.go) instead of the object;
+//   - children and Secrets: a ChildMeta (child_meta.go): name, namespace, resourceVersion,
+//     generation, deletion and the controller owner reference (for Owns and IsControlledBy);
+//   - Deployments: a DeploymentState (workloads.go): a ChildMeta and the replica counts;
 //   - NexoProxies: everything but managedFields, with the strings every proxy repeats (condition
 //     types, statuses, reasons and messages, the phase) kept once.
 //
 // The transforms are idempotent: client-go may apply them to an object it has already trimmed.
 
 // TrimMetadata is the cache transform for the metadata-only informers (ConfigMaps, Services and
-// Secrets).
+// Secrets): they store a ChildMeta.
 func TrimMetadata(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		m.ObjectMeta = trimObjectMeta(&m.ObjectMeta)
+		c := metaOf(m)
+		return &c, nil
 	}
 	return obj, nil
 }
@@ -51,35 +52,6 @@ func TrimProxy(obj any) (any, error) {
 	return p, nil
 }
 
-func trimObjectMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
-	out := metav1.ObjectMeta{
-		Name: m.Name, Namespace: intern(m.Namespace), ResourceVersion: m.ResourceVersion, Generation: m.Generation,
-		DeletionTimestamp: m.DeletionTimestamp,
-	}
-	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		r := *ref
-		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
-		r.Controller, r.BlockOwnerDeletion = sharedBool(r.Controller), sharedBool(r.BlockOwnerDeletion)
-		out.OwnerReferences = []metav1.OwnerReference{r}
-	}
-	return out
-}
-
 // intern returns the one copy of s that every cached object shares: decoding allocates each
 // string afresh for every object, and these repeat across all of them.
 func intern(s string) string { return unique.Make(s).Value() }
-
-var sharedTrue, sharedFalse = true, false
-
-// sharedBool points at one of two shared booleans instead of a decoded allocation each. Cached
-// objects are never written through (readers get deep copies).
-func sharedBool(b *bool) *bool {
-	switch {
-	case b == nil:
-		return nil
-	case *b:
-		return &sharedTrue
-	default:
-		return &sharedFalse
-	}
-}

@@ -31,16 +31,32 @@ func fullMeta() metav1.ObjectMeta {
 
 func TestTrimMetadataKeepsWhatTheControllerReads(t *testing.T) {
 	m := &metav1.PartialObjectMetadata{ObjectMeta: fullMeta()}
+	now := metav1.Now()
+	m.DeletionTimestamp = &now
 	out, _ := controllers.TrimMetadata(m)
-	got := out.(*metav1.PartialObjectMetadata).ObjectMeta
-	want := metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "42", Generation: 3,
-		OwnerReferences: []metav1.OwnerReference{fullMeta().OwnerReferences[1]}}
-	if !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("trimmed metadata\n got %+v\nwant %+v", got, want)
+	got := out.(*controllers.ChildMeta)
+	want := controllers.ChildMeta{Name: "p", Namespace: "ns", ResourceVersion: "42", Generation: 3, Deleting: true,
+		Owner: controllers.ControllerRef{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: "u3"}}
+	if *got != want {
+		t.Errorf("trimmed metadata\n got %+v\nwant %+v", *got, want)
 	}
-	again, _ := controllers.TrimMetadata(out)
-	if !equality.Semantic.DeepEqual(again.(*metav1.PartialObjectMetadata).ObjectMeta, want) {
+	if again, _ := controllers.TrimMetadata(got); again != got {
 		t.Error("TrimMetadata is not idempotent")
+	}
+	// As a client.Object it answers what owner handlers and IsControlledBy ask.
+	proxy := &metav1.ObjectMeta{UID: "u3"}
+	if !metav1.IsControlledBy(got, proxy) || metav1.IsControlledBy(got, &metav1.ObjectMeta{UID: "u2"}) {
+		t.Error("IsControlledBy does not follow the kept controller reference")
+	}
+	if got.GetDeletionTimestamp() == nil || got.GetResourceVersion() != "42" || len(got.GetOwnerReferences()) != 1 {
+		t.Errorf("accessors: %+v", got)
+	}
+	if c := got.DeepCopyObject().(*controllers.ChildMeta); c == got || *c != *got {
+		t.Error("DeepCopyObject is not an equal, separate copy")
+	}
+	noOwner := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", OwnerReferences: fullMeta().OwnerReferences[:1]}}
+	if o, _ := controllers.TrimMetadata(noOwner); o.(*controllers.ChildMeta).GetOwnerReferences() != nil {
+		t.Error("a non-controller owner reference was kept")
 	}
 	// Anything else passes through unchanged (tombstones, other types).
 	cm := &corev1.ConfigMap{ObjectMeta: fullMeta()}
@@ -57,8 +73,8 @@ func TestTrimDeploymentKeepsReplicasCountsAndALabelsHash(t *testing.T) {
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Message: "long text"}}}}
 	out, _ := controllers.TrimDeployment(d)
 	got := out.(*controllers.DeploymentState)
-	if got.Name != "p" || got.Generation != 3 || len(got.Labels) != 0 || len(got.Annotations) != 0 || len(got.OwnerReferences) != 1 {
-		t.Errorf("metadata %+v", got.ObjectMeta)
+	if got.Name != "p" || got.Generation != 3 || got.Owner.UID != "u3" {
+		t.Errorf("metadata %+v", got.ChildMeta)
 	}
 	want := controllers.ReplicaCounts{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, Available: 1}
 	if got.Replicas != 2 || got.Status != want {
@@ -87,7 +103,7 @@ func TestTrimDeploymentKeepsReplicasCountsAndALabelsHash(t *testing.T) {
 	if o, _ := controllers.TrimDeployment(d.DeepCopy()); o.(*controllers.DeploymentState).Replicas != 1 {
 		t.Error("unset replicas are not 1")
 	}
-	if c := got.DeepCopyObject().(*controllers.DeploymentState); &c.OwnerReferences[0] == &got.OwnerReferences[0] || !equality.Semantic.DeepEqual(c, got) {
+	if c := got.DeepCopyObject().(*controllers.DeploymentState); c == got || *c != *got {
 		t.Error("DeepCopyObject is not an equal, separate copy")
 	}
 }
@@ -140,14 +156,11 @@ func TestTrimSharesRepeatedStrings(t *testing.T) {
 	}
 	a, _ := controllers.TrimMetadata(decoded())
 	b, _ := controllers.TrimMetadata(decoded())
-	ma, mb := a.(*metav1.PartialObjectMetadata), b.(*metav1.PartialObjectMetadata)
-	if unsafe.StringData(ma.OwnerReferences[0].Kind) != unsafe.StringData(mb.OwnerReferences[0].Kind) {
+	ma, mb := a.(*controllers.ChildMeta), b.(*controllers.ChildMeta)
+	if unsafe.StringData(ma.Owner.Kind) != unsafe.StringData(mb.Owner.Kind) {
 		t.Error("owner kind is not shared between cached objects")
 	}
 	if unsafe.StringData(ma.Namespace) != unsafe.StringData(mb.Namespace) {
 		t.Error("namespace is not shared between cached objects")
-	}
-	if ma.OwnerReferences[0].Controller != mb.OwnerReferences[0].Controller || !*ma.OwnerReferences[0].Controller {
-		t.Error("controller flag is not shared")
 	}
 }

@@ -36,21 +36,32 @@ const FieldOwner = client.FieldOwner("nexo-operator")
 // corrected if it drifted.
 type child struct {
 	desired client.Object
-	// cached is the trimmed object from the cache; full receives the whole object when read.
+	// cached is the cache's state of the child (ChildMeta, DeploymentState) or the whole object
+	// once read or written; full receives the whole object when read.
 	cached, full client.Object
-	version      func(client.Object) string
-	inSync       func() bool
-	correct      func()
-	found        bool
+	// from reads the child's state from the cache.
+	from    func(types.NamespacedName) (client.Object, bool)
+	version func(client.Object) string
+	inSync  func() bool
+	correct func()
+	found   bool
 }
 
 func resourceVersion(o client.Object) string { return o.GetResourceVersion() }
 
 // metadataChild is a child (ConfigMap, Secret or Service) whose cache holds only its metadata.
-func metadataChild(desired, full client.Object, inSync func() bool, correct func()) *child {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindOf(full)))
-	return &child{desired: desired, cached: m, full: full, version: resourceVersion, inSync: inSync, correct: correct}
+func metadataChild(desired, full client.Object, store *stateStore[*ChildMeta], inSync func() bool, correct func()) *child {
+	return &child{desired: desired, full: full, from: storeReader(store), version: resourceVersion, inSync: inSync, correct: correct}
+}
+
+func storeReader[T client.Object](s *stateStore[T]) func(types.NamespacedName) (client.Object, bool) {
+	return func(key types.NamespacedName) (client.Object, bool) {
+		v, ok := s.get(key)
+		if !ok {
+			return nil, false
+		}
+		return v, true
+	}
 }
 
 // apply creates or corrects the proxy's children. A converged proxy costs no API call and a new
@@ -62,14 +73,14 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	var children []*child
 	for _, cm := range render.ConfigMaps(g) {
 		existing := &corev1.ConfigMap{}
-		children = append(children, metadataChild(cm, existing,
+		children = append(children, metadataChild(cm, existing, &r.configMaps,
 			func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
 			func() { existing.Data = cm.Data; mergeLabels(cm, existing) }))
 	}
 	for _, src := range res.pullSecrets {
 		s := render.PullSecret(g, src)
 		existing := &corev1.Secret{}
-		children = append(children, metadataChild(s, existing,
+		children = append(children, metadataChild(s, existing, &r.secretMeta,
 			func() bool {
 				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type && labelsSubset(s, existing) &&
 					existing.Annotations[render.CopiedFromKey] == s.Annotations[render.CopiedFromKey]
@@ -82,13 +93,13 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	}
 	dep := render.Deployment(g, configHash, revision)
 	fullDep := &appsv1.Deployment{}
-	depChild := &child{desired: dep, cached: &DeploymentState{}, full: fullDep, version: deploymentVersion,
+	depChild := &child{desired: dep, full: fullDep, from: storeReader(&r.deployments), version: deploymentVersion,
 		inSync:  func() bool { return deploymentInSync(dep, fullDep) },
 		correct: func() { fullDep.Spec = dep.Spec; mergeLabels(dep, fullDep) }}
 	children = append(children, depChild)
 	svc := render.Service(g)
 	existingSvc := &corev1.Service{}
-	children = append(children, metadataChild(svc, existingSvc,
+	children = append(children, metadataChild(svc, existingSvc, &r.services,
 		func() bool { return serviceInSync(svc, existingSvc) },
 		func() { correctService(svc, existingSvc); mergeLabels(svc, existingSvc) }))
 
@@ -100,9 +111,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		afterConflict = true
 	}
 	for _, c := range children {
-		if err := r.lookup(ctx, c); err != nil {
-			return nil, nil, err
-		}
+		c.cached, c.found = c.from(client.ObjectKeyFromObject(c.desired))
 		if !c.found && afterConflict {
 			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.full); err == nil {
 				c.found, c.cached = true, c.full
@@ -165,22 +174,6 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		r.versions.set(proxyKey, id, childVersion{c.version(c.full), content})
 	}
 	return stateOf(depChild.cached), nil, nil
-}
-
-// lookup reads a child from the cache.
-func (r *ProxyReconciler) lookup(ctx context.Context, c *child) error {
-	if _, ok := c.cached.(*DeploymentState); ok {
-		if s := r.deployments.get(client.ObjectKeyFromObject(c.desired)); s != nil {
-			c.cached, c.found = s, true
-		}
-		return nil
-	}
-	err := r.Get(ctx, client.ObjectKeyFromObject(c.desired), c.cached)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	c.found = err == nil
-	return err
 }
 
 // childID names one child of a proxy (kind is one of kindOf's constants).

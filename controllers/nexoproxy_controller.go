@@ -9,7 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,9 +60,10 @@ type ProxyReconciler struct {
 	secrets  secretUsers
 	metrics  *proxyMetrics
 	versions childVersions
-	// deployments is what the Deployment informer shows (fed by deploymentHandler).
-	deployments deploymentStates
-	slots       licenseSlots
+	// What the children's and Secrets' informers show (fed by their recordingHandlers).
+	deployments                      stateStore[*DeploymentState]
+	services, configMaps, secretMeta stateStore[*ChildMeta]
+	slots                            licenseSlots
 }
 
 // SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
@@ -85,25 +85,31 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if r.Workers < 1 {
 		r.Workers = 4
 	}
+	c := mgr.GetCache()
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &nexov1alpha1.NexoProxy{}, handler.OnlyControllerOwner())
+	r.deployments.of = deploymentStateOf
+	r.services.of, r.configMaps.of, r.secretMeta.of = childMetaOf, childMetaOf, childMetaOf
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nexoproxies").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
-		// Owns, but the handler also records each Deployment's state (workloads.go).
-		WatchesRawSource(source.Kind(mgr.GetCache(), client.Object(&appsv1.Deployment{}), handler.EventHandler(deploymentHandler{
-			states: &r.deployments,
-			owner:  handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &nexov1alpha1.NexoProxy{}, handler.OnlyControllerOwner()),
-		}))).
-		Owns(&corev1.Service{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
-		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
-		Owns(&corev1.Secret{}, builder.OnlyMetadata, builder.WithPredicates(childChanged())).
+		// Owns, but each informer's handler first records the object's state (child_meta.go).
+		WatchesRawSource(source.Kind(c, client.Object(&appsv1.Deployment{}), handler.EventHandler(
+			recordingHandler[*DeploymentState]{store: &r.deployments, then: []filtered{{deploymentChanged(), owner}}}))).
+		WatchesRawSource(source.Kind(c, client.Object(metadataOf("Service")), handler.EventHandler(
+			recordingHandler[*ChildMeta]{store: &r.services, then: []filtered{{childChanged(), owner}}}))).
+		WatchesRawSource(source.Kind(c, client.Object(metadataOf("ConfigMap")), handler.EventHandler(
+			recordingHandler[*ChildMeta]{store: &r.configMaps, then: []filtered{{childChanged(), owner}}}))).
+		// Secrets: the pull-Secret copies are children; any Secret may be referenced.
+		WatchesRawSource(source.Kind(c, client.Object(metadataOf("Secret")), handler.EventHandler(
+			recordingHandler[*ChildMeta]{store: &r.secretMeta, then: []filtered{{childChanged(), owner},
+				{nil, handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor)}}}))).
 		Watches(&nexov1alpha1.NexoProxy{}, handler.EnqueueRequestsFromMapFunc(r.proxiesSharingLicense),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor)).
 		WatchesRawSource(source.Channel(r.KeysChanged, &handler.EnqueueRequestForObject{}))
 	for _, k := range catalog.Kinds {
 		if k.Support != catalog.Reconciled || k.Kind == "NexoProxy" {
@@ -172,8 +178,8 @@ func (r *ProxyReconciler) applyFailed(proxy *nexov1alpha1.NexoProxy, err error) 
 
 func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (ctrl.Result, error) {
 	key := types.NamespacedName{Namespace: proxy.Namespace, Name: proxy.Name}
-	dep := r.deployments.get(key)
-	if dep != nil && !metav1.IsControlledBy(dep, proxy) {
+	dep, ok := r.deployments.get(key)
+	if !ok || !metav1.IsControlledBy(dep, proxy) {
 		dep = nil
 	}
 

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -225,14 +224,10 @@ func (r *ProxyReconciler) collectSecrets(res *resolved, ns string, obj nexov1alp
 // resourceVersion; the content is fetched from the API server only when it moved, so a Secret
 // shared by many proxies is read once, and only referenced Secrets are held in memory.
 func (r *ProxyReconciler) readSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := r.Get(ctx, key, m); err == nil {
+	if m, ok := r.secretMeta.get(key); ok {
 		if cached := r.secrets.content(key, m.ResourceVersion); cached != nil {
 			return cached, nil
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return nil, err
 	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, key, secret); err != nil {

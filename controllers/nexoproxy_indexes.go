@@ -126,8 +126,7 @@ func childChanged() predicate.Predicate {
 			if !ok1 || !ok2 {
 				return a.GetResourceVersion() != b.GetResourceVersion()
 			}
-			return da.Generation != db.Generation || da.LabelsHash != db.LabelsHash ||
-				len(da.OwnerReferences) != len(db.OwnerReferences)
+			return da.Generation != db.Generation || da.LabelsHash != db.LabelsHash || da.Owner != db.Owner
 		},
 	}
 }

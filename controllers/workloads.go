@@ -1,21 +1,15 @@
 package controllers
 
 import (
-	"context"
 	"hash/fnv"
 	"slices"
 	"strconv"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -23,9 +17,9 @@ import (
 // controller reference, a hash of its labels (a label edit does not move the generation), the
 // desired replicas and the replica counts WorkloadAvailable reads. The Deployment informer stores
 // these instead of Deployments (TrimDeployment): even an emptied appsv1.Deployment is about
-// 1.8 KB, because the pod template is part of the struct; a DeploymentState is about 400 bytes.
+// 1.8 KB, because the pod template is part of the struct; a DeploymentState is 192 bytes.
 type DeploymentState struct {
-	metav1.ObjectMeta
+	ChildMeta
 	LabelsHash uint64
 	// Replicas is spec.replicas (1 when unset, as the API server defaults it).
 	Replicas int32
@@ -41,10 +35,9 @@ type ReplicaCounts struct {
 // GetObjectKind: a DeploymentState carries no type information (it is never serialized).
 func (d *DeploymentState) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject copies the state; only the metadata holds references.
+// DeepCopyObject copies the state (it holds no references).
 func (d *DeploymentState) DeepCopyObject() runtime.Object {
 	out := *d
-	d.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
@@ -60,7 +53,7 @@ func stateOf(o client.Object) *DeploymentState {
 		}
 		s := d.Status
 		return &DeploymentState{
-			ObjectMeta: trimObjectMeta(&d.ObjectMeta),
+			ChildMeta:  metaOf(d),
 			LabelsHash: labelsHash(d.Labels),
 			Replicas:   want,
 			Status: ReplicaCounts{ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas,
@@ -103,68 +96,9 @@ func deploymentVersion(o client.Object) string {
 	return strconv.FormatInt(s.Generation, 10) + "/" + strconv.FormatUint(s.LabelsHash, 16)
 }
 
-// deploymentStates holds the latest DeploymentState of every proxy Deployment the informer
-// shows, by name. It is fed by the handler that also queues the owning proxy, so a reconcile
-// queued by an event always reads a state at least as new as that event.
-type deploymentStates struct {
-	mu     sync.RWMutex
-	byName map[types.NamespacedName]*DeploymentState
-}
-
-// get returns the Deployment's state (shared with the informer; read-only), or nil.
-func (s *deploymentStates) get(key types.NamespacedName) *DeploymentState {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.byName[key]
-}
-
-func (s *deploymentStates) put(o client.Object) {
-	d := stateOf(o)
-	if d == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byName == nil {
-		s.byName = map[types.NamespacedName]*DeploymentState{}
-	}
-	s.byName[types.NamespacedName{Namespace: d.Namespace, Name: d.Name}] = d
-}
-
-func (s *deploymentStates) remove(o client.Object) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byName, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-}
-
-// deploymentHandler records every Deployment event in states, then queues the controlling proxy
-// for the events deploymentChanged passes (the same handler as Owns would use).
-type deploymentHandler struct {
-	states *deploymentStates
-	owner  handler.EventHandler
+func deploymentStateOf(o client.Object) (*DeploymentState, bool) {
+	s := stateOf(o)
+	return s, s != nil
 }
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
-
-func (h deploymentHandler) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	h.states.put(e.Object)
-	if deploymentChanged().Create(e) {
-		h.owner.Create(ctx, e, q)
-	}
-}
-
-func (h deploymentHandler) Update(ctx context.Context, e event.UpdateEvent, q queue) {
-	h.states.put(e.ObjectNew)
-	if deploymentChanged().Update(e) {
-		h.owner.Update(ctx, e, q)
-	}
-}
-
-func (h deploymentHandler) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
-	h.states.remove(e.Object)
-	h.owner.Delete(ctx, e, q)
-}
-
-func (h deploymentHandler) Generic(ctx context.Context, e event.GenericEvent, q queue) {
-	h.owner.Generic(ctx, e, q)
-}
