@@ -86,7 +86,7 @@ func RepoRoot() string {
 func CRDDir() string { return filepath.Join(RepoRoot(), "config", "crd", "bases") }
 
 // Start starts a cluster. On error everything already started is stopped.
-func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Mode == "" {
 		opts.Mode = Envtest
 	}
@@ -97,7 +97,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if bin == "" {
 		bin = filepath.Join(RepoRoot(), "bin")
 	}
-	c = &Cluster{Dir: opts.Dir}
+	// c is not the named result: a failed start returns nil, and the deferred cleanup must still
+	// see what was started.
+	c := &Cluster{Dir: opts.Dir}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "nexo-cluster-"); err != nil {
 			return nil, err
