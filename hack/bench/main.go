@@ -73,8 +73,13 @@ type result struct {
 
 func run() error {
 	ctx := context.Background()
-	fmt.Printf("starting the full local cluster (4 kwok nodes) for N=%d ...\n", *n)
-	nodes := []testcluster.Node{{Name: "bench-0"}, {Name: "bench-1"}, {Name: "bench-2"}, {Name: "bench-3"}}
+	// A simulated node takes 1000 pods; the runs together keep 2.1N proxy pods (N, N/10 and the
+	// baseline's N), plus one surge pod per rollout.
+	nodes := make([]testcluster.Node, max(4, (22*(*n)/10)/1000+2))
+	for i := range nodes {
+		nodes[i].Name = fmt.Sprintf("bench-%d", i)
+	}
+	fmt.Printf("starting the full local cluster (%d kwok nodes) for N=%d ...\n", len(nodes), *n)
 	cl, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full, CRDDirectoryPaths: []string{testcluster.CRDDir()}, Nodes: nodes})
 	if err != nil {
 		return err
@@ -250,7 +255,7 @@ func run() error {
 
 	gogc := *opGOGC
 	if gogc == "" {
-		gogc = "operator default"
+		gogc = "default (--gc-percent)"
 	}
 	fmt.Printf("\nNexo operator benchmark, N=%d, proxy workers %d, operator GOGC %s\n", *n, *pworker, gogc)
 	fmt.Printf("%-48s %-34s %s\n", "measure", "value", "target")
