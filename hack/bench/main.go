@@ -73,9 +73,9 @@ type result struct {
 
 func run() error {
 	ctx := context.Background()
-	// A simulated node takes 1000 pods; the runs together keep 2.1N proxy pods (N, N/10 and the
-	// baseline's N), plus one surge pod per rollout.
-	nodes := make([]testcluster.Node, max(4, (22*(*n)/10)/1000+2))
+	// The runs together keep 2.1N proxy pods (N, N/10 and the baseline's N) and up to N surge pods
+	// during the step edit's rollout.
+	nodes := make([]testcluster.Node, max(4, (31*(*n)/10)/testcluster.NodePods+1))
 	for i := range nodes {
 		nodes[i].Name = fmt.Sprintf("bench-%d", i)
 	}

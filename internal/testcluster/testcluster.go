@@ -242,6 +242,9 @@ func (c *Cluster) startFull(ctx context.Context, bin string, nodes []Node) error
 	})
 }
 
+// NodePods is how many pods a simulated node takes.
+const NodePods = 1000
+
 // CreateNode registers a simulated node that kwok manages, with topology labels when given.
 func CreateNode(ctx context.Context, cs kubernetes.Interface, n Node) error {
 	labels := map[string]string{
@@ -260,7 +263,7 @@ func CreateNode(ctx context.Context, cs kubernetes.Interface, n Node) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("32"),
 		corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods:   resource.MustParse("1000"),
+		corev1.ResourcePods:   *resource.NewQuantity(NodePods, resource.DecimalSI),
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
