@@ -19,7 +19,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./internal/operator/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./internal/operator/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/crdmeta
 
 .PHONY: chart

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -47,10 +48,13 @@ type Config struct {
 	ControlPlaneURL string
 	// Namespace holds the Manager's state and status ConfigMaps.
 	Namespace string
-	// OwnerID is the stable value of OwnerLabel on everything the Manager creates.
+	// OwnerID is the stable value of OwnerLabel on everything the Manager creates. It must be
+	// unique per installation; when empty it is "env-<environment id>" from the connect token,
+	// so two environments sharing a cluster never touch each other's objects.
 	OwnerID string
-	// TrustedKeys verify deploy manifests (the Control Plane's signing keys).
-	TrustedKeys map[string]ed25519.PublicKey
+	// TrustedKeys returns the keys that verify deploy manifests (the Control Plane's signing
+	// keys). It is called for every deploy, so a rotated or revoked key takes effect at once.
+	TrustedKeys func() (map[string]ed25519.PublicKey, error)
 	// ProxyImage is the configured proxy image, reported in heartbeats.
 	ProxyImage string
 	// AllowAdoption is the migration gate: with it, a deploy may take over an existing object
@@ -83,10 +87,37 @@ func New(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agent {
 	if cfg.AckAttempts <= 0 {
 		cfg.AckAttempts = 5
 	}
-	if cfg.OwnerID == "" {
-		cfg.OwnerID = "nexo-manager"
+	a := &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics()}
+	if a.cfg.OwnerID == "" {
+		a.cfg.OwnerID = "env-" + a.environment()
 	}
-	return &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics()}
+	return a
+}
+
+// OwnerID is the value of the owner label on everything this Manager creates.
+func (a *Agent) OwnerID() string { return a.cfg.OwnerID }
+
+// maxResponseBytes bounds every body the Manager reads from the Control Plane. The Control
+// Plane delivers at most 4 MiB of commands per heartbeat (plus the first command whatever its
+// size, itself bounded at 8 MiB when queued).
+const maxResponseBytes = 12 << 20
+
+// environment is the environment id embedded in the connect token ("" when it cannot be read):
+// the audience deploy signatures must name.
+func (a *Agent) environment() string {
+	tok, err := a.token()
+	if err != nil {
+		return ""
+	}
+	env, _ := connecttoken.Parse(tok)
+	return env
+}
+
+func (a *Agent) trustedKeys() (map[string]ed25519.PublicKey, error) {
+	if a.cfg.TrustedKeys == nil {
+		return nil, nil
+	}
+	return a.cfg.TrustedKeys()
 }
 
 // token re-reads the token file on every call, so a rotated Secret is picked up.
@@ -178,10 +209,17 @@ func (a *Agent) post(ctx context.Context, path string, body, out any) error {
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
 		return fmt.Errorf("control plane answered %s: %s", resp.Status, e.Error)
 	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
+	if out == nil {
+		return nil
 	}
-	return nil
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return fmt.Errorf("read the control plane's answer: %w", err)
+	}
+	if len(answer) > maxResponseBytes {
+		return fmt.Errorf("the control plane's answer to %s exceeds %d MiB; refused", path, maxResponseBytes>>20)
+	}
+	return json.Unmarshal(answer, out)
 }
 
 // handle applies a command once and acknowledges it; a command id already applied is only
@@ -194,7 +232,7 @@ func (a *Agent) handle(ctx context.Context, cmd protocol.Command) {
 		return
 	}
 	if !seen {
-		outcome = a.apply(ctx, cmd)
+		outcome = a.applySafely(ctx, cmd)
 		if err := a.record(ctx, cmd.ID, outcome); err != nil {
 			log.Error(err, "cannot record the command outcome; it will be acknowledged later")
 		}
@@ -205,6 +243,18 @@ func (a *Agent) handle(ctx context.Context, cmd protocol.Command) {
 	if err := a.ack(ctx, cmd.ID, outcome); err != nil {
 		log.Error(err, "acknowledgement failed; the command stays recorded and is acknowledged when it is delivered again")
 	}
+}
+
+// applySafely applies a command; a panic while applying it becomes a failed outcome, so one bad
+// command is acknowledged instead of crash-looping the Manager on every redelivery.
+func (a *Agent) applySafely(ctx context.Context, cmd protocol.Command) (outcome protocol.Ack) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.cfg.Log.Error(fmt.Errorf("%v", r), "command panicked; acknowledged as failed", "command", cmd.ID, "stack", string(debug.Stack()))
+			outcome = failed("the Manager failed internally while applying this command (%v); nothing more is attempted for it; report it with the Manager's logs", r)
+		}
+	}()
+	return a.apply(ctx, cmd)
 }
 
 func (a *Agent) ack(ctx context.Context, id string, outcome protocol.Ack) error {

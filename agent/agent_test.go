@@ -40,6 +40,7 @@ import (
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/preflight"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -110,7 +111,7 @@ func run(m *testing.M) int {
 		Entitlements: []string{"NexoTenantIsolation", "NexoRateLimit", "NexoCommandPolicy", "NexoAuthPolicy", "NexoPIIMasking", "NexoResponseLimit", "NexoConnectionPool", "NexoConnectionLimit"}, MaxProxies: 5}, vendorKey)
 	for _, sec := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{"cp.pem": signature.MarshalPublicKey(cpPub)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "orders-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("x")}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "reporting-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("y")}},
@@ -123,15 +124,6 @@ func run(m *testing.M) int {
 	}
 	keyFile := filepath.Join(cluster.Dir, "vendor.pem")
 	_ = os.WriteFile(keyFile, signature.MarshalPublicKey(vendorPub), 0o600)
-	opCtx, stopOp := context.WithCancel(ctx)
-	defer stopOp()
-	mgr, _, err := operator.New(opCtx, cluster.Config, operator.Config{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "nexo-system",
-		TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{keyFile}, SkipNameValidation: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	go func() { _ = mgr.Start(opCtx) }()
 
 	dbPath := filepath.Join(cluster.Dir, "cp.db")
 	store, err := controlplane.Open(dbPath)
@@ -167,6 +159,16 @@ func run(m *testing.M) int {
 	var env controlplane.NewEnvironment
 	cp.admin("POST", "/admin/environments", map[string]string{"name": "agent-test"}, &env)
 	token, envID = env.Token, env.ID
+	// The operator accepts signatures for this environment only.
+	opCtx, stopOp := context.WithCancel(ctx)
+	defer stopOp()
+	mgr, _, err := operator.New(opCtx, cluster.Config, operator.Config{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "nexo-system",
+		TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{keyFile}, SkipNameValidation: true, EnvironmentID: envID})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() { _ = mgr.Start(opCtx) }()
 	return m.Run()
 }
 
@@ -182,7 +184,9 @@ func newAgent(t *testing.T, opts ...func(*agent.Config)) *agent.Agent {
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{})
 	cfg := agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system",
-		TrustedKeys: map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, Version: "0.2.0", AckAttempts: 2, Log: log,
+		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
+			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
+		}, Version: "0.2.0", AckAttempts: 2, Log: log,
 		HTTPClient: &http.Client{Timeout: 500 * time.Millisecond}}
 	for _, o := range opts {
 		o(&cfg)
@@ -282,7 +286,7 @@ func TestDeployRolloutUninstallUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deployed proxy never Ready: %+v", p.Status)
 	}
-	if p.Labels[agent.OwnerLabel] != "nexo-manager" || !meta.IsStatusConditionTrue(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
+	if p.Labels[agent.OwnerLabel] != "env-"+envID || !meta.IsStatusConditionTrue(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
 		t.Errorf("deployed proxy labels %v, conditions %v", p.Labels, p.Status.Conditions)
 	}
 	round(t, a)
@@ -391,7 +395,7 @@ func TestDeployRefusesBadManifests(t *testing.T) {
 		_, other, _ := ed25519.GenerateKey(rand.Reader)
 		u := &unstructured.Unstructured{}
 		_ = u.UnmarshalJSON([]byte(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"` + name + `","namespace":"shop"},"spec":{"operationsPerSecond":3}}`))
-		_ = signature.Sign(u, other)
+		_ = signature.Sign(u, other, signature.Claims{Audience: envID, Revision: 1})
 		raw, _ := u.MarshalJSON()
 		return raw
 	}
@@ -464,7 +468,7 @@ func TestAdoptionNeedsTheMigrationGate(t *testing.T) {
 		t.Fatalf("adoption: %+v", c)
 	}
 	_ = k8s.Get(ctx, client.ObjectKeyFromObject(legacy), legacy)
-	if legacy.Spec.MaxConnections != 20 || legacy.Labels[agent.OwnerLabel] != "nexo-manager" {
+	if legacy.Spec.MaxConnections != 20 || legacy.Labels[agent.OwnerLabel] != "env-"+envID {
 		t.Errorf("adopted object: %+v %v", legacy.Spec, legacy.Labels)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,9 +40,16 @@ func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	return failed("unknown command type %q", cmd.Type)
 }
 
-// deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature,
-// ownership) and writes nothing unless all pass; then applies them server-side.
+// deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature for
+// this environment, a revision not older than the object's, ownership), then has the API server
+// validate every one of them (server-side apply with dryRun=All), and writes nothing unless all
+// pass; only then are they applied. A failure while applying (the API server changed its mind
+// between dry run and apply, or went away) is reported with what was applied.
 func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	trusted, err := a.trustedKeys()
+	if err != nil {
+		return failed("cannot read the trusted signing keys: %v; nothing was applied", err)
+	}
 	var objs []*unstructured.Unstructured
 	var adopted []string
 	for i, raw := range cmd.Manifests {
@@ -56,12 +64,13 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
 			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))
 		}
-		if err := signature.Verify(u, a.cfg.TrustedKeys); err != nil {
+		signed, err := signature.Verify(u, trusted, a.environment())
+		if err != nil {
 			return failed("%s: %v; nothing was applied", where, err)
 		}
 		existing := &unstructured.Unstructured{}
 		existing.SetGroupVersionKind(u.GroupVersionKind())
-		err := a.client.Get(ctx, client.ObjectKeyFromObject(u), existing)
+		err = a.client.Get(ctx, client.ObjectKeyFromObject(u), existing)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -72,16 +81,29 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		default:
 			return failed("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true); nothing was applied", where, AdoptAnnotation)
 		}
+		if err == nil {
+			if have := existingRevision(existing); signed.Revision < have {
+				return failed("%s: signature revision %d is older than revision %d in the cluster (an older manifest replayed); nothing was applied", where, signed.Revision, have)
+			}
+		}
 		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
 		labels[OwnerLabel] = a.cfg.OwnerID // labels are not part of the signature
 		u.SetLabels(labels)
+		u.SetManagedFields(nil)
+		u.SetResourceVersion("")
 		objs = append(objs, u)
 	}
 	for _, u := range objs {
-		u.SetManagedFields(nil)
-		u.SetResourceVersion("")
+		if err := a.client.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+			return failed("the API server refused %s %s/%s: %v; nothing was applied", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	for i, u := range objs {
 		if err := a.client.Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return failed("apply %s %s/%s: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			return failed("apply %s %s/%s: %v (%d of %d applied before it; the next delivery of a deploy converges them)", u.GetKind(), u.GetNamespace(), u.GetName(), err, i, len(objs))
 		}
 	}
 	for _, w := range adopted {
@@ -92,6 +114,12 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		msg += "; adopted " + strings.Join(adopted, ", ")
 	}
 	return protocol.Ack{Status: protocol.Applied, Message: msg}
+}
+
+// existingRevision is the signature revision of an object in the cluster (0 when unsigned).
+func existingRevision(u *unstructured.Unstructured) int64 {
+	rev, _ := strconv.ParseInt(u.GetAnnotations()[signature.RevisionAnnotation], 10, 64)
+	return rev
 }
 
 // rollout sets the proxy image on the Manager-owned NexoProxies (or the one named). Signed
@@ -127,7 +155,7 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		if string(p.Spec.ProxyImage) == cmd.Image {
 			continue
 		}
-		if signature.IsManaged(p.Labels) {
+		if signature.IsManaged(p.Labels, p.Annotations) {
 			return failed("NexoProxy %s/%s is Control-Plane signed but the rollout did not carry it re-signed; nothing more was changed (%d already changed)", p.Namespace, p.Name, len(changed))
 		}
 		patch := client.MergeFrom(p.DeepCopy())

@@ -139,6 +139,19 @@ func (s *stateStore[T]) get(key types.NamespacedName) (T, bool) {
 	return v, ok
 }
 
+// list returns the states that match (shared with the informer: read-only).
+func (s *stateStore[T]) list(match func(T) bool) []T {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []T
+	for _, v := range s.byName {
+		if match(v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func (s *stateStore[T]) put(o client.Object) {
 	v, ok := s.of(o)
 	if !ok {

@@ -20,6 +20,9 @@ import (
 // entry) and re-read when that Secret changes.
 type TrustedKeys struct {
 	Secret types.NamespacedName
+	// Audience is this installation's environment id: a signature made for another environment
+	// is refused, and with no audience every signature is (signature.Verify).
+	Audience string
 
 	mu   sync.RWMutex
 	keys map[string]ed25519.PublicKey

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -173,7 +175,38 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		}
 		r.versions.set(proxyKey, id, childVersion{c.version(c.full), content})
 	}
+	// Copies of pull Secrets that the profile no longer names go now (they are not in the pod
+	// template any more); garbage collection would keep them for the proxy's lifetime.
+	wanted := map[string]bool{}
+	for _, src := range res.pullSecrets {
+		wanted[src.Name] = true
+	}
+	if err := r.pruneCopies(ctx, proxy, func(source string) bool { return wanted[source] }); err != nil {
+		return nil, nil, err
+	}
 	return stateOf(depChild.cached), nil, nil
+}
+
+// pruneCopies deletes the proxy's pull-Secret copies whose source keep rejects. Copies are found
+// in the Secret cache by name (render.PullSecretName) and controller (this proxy); each delete
+// is conditional on the resourceVersion seen, so a Secret that changed hands is never deleted.
+func (r *ProxyReconciler) pruneCopies(ctx context.Context, proxy *nexov1alpha1.NexoProxy, keep func(source string) bool) error {
+	prefix := render.PullSecretName(proxy.Name, "")
+	for _, m := range r.secretMeta.list(func(m *ChildMeta) bool {
+		return m.Namespace == proxy.Namespace && strings.HasPrefix(m.Name, prefix) && m.Owner.UID == proxy.UID && m.Owner.Kind == "NexoProxy"
+	}) {
+		if keep(strings.TrimPrefix(m.Name, prefix)) {
+			continue
+		}
+		rv := m.ResourceVersion
+		stale := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
+		if err := r.Delete(ctx, stale, client.Preconditions{ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return &applyError{"delete", stale, err}
+		}
+		logf.FromContext(ctx).Info("removed a pull-Secret copy its profile no longer names", "secret", m.Name)
+		r.versions.forgetChild(client.ObjectKeyFromObject(proxy), childID{"Secret", m.Name})
+	}
+	return nil
 }
 
 // childID names one child of a proxy (kind is one of kindOf's constants).
@@ -225,6 +258,15 @@ func (v *childVersions) set(proxy types.NamespacedName, id childID, cv childVers
 		}
 	}
 	v.byProxy[proxy] = append(entries, childEntry{id, cv})
+}
+
+func (v *childVersions) forgetChild(proxy types.NamespacedName, id childID) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.byProxy[proxy] == nil {
+		return
+	}
+	v.byProxy[proxy] = slices.DeleteFunc(v.byProxy[proxy], func(e childEntry) bool { return e.childID == id })
 }
 
 func (v *childVersions) forget(proxy types.NamespacedName) {

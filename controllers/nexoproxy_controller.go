@@ -198,6 +198,12 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 		return ctrl.Result{}, err
 	}
 	if b != nil {
+		if res != nil && len(res.unshareable) > 0 {
+			// A credential that lost its mark leaves the proxy namespace at once.
+			if err := r.pruneCopies(ctx, proxy, func(source string) bool { return !slices.Contains(res.unshareable, source) }); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionReferencesResolved, b)
 	}
 	setCondition(proxy, nexov1alpha1.ConditionReferencesResolved, metav1.ConditionTrue, ReasonPassed,

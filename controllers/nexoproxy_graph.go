@@ -18,6 +18,9 @@ import (
 const (
 	ReasonReferenceNotFound = "ReferenceNotFound"
 	ReasonReferenceNotReady = "ReferenceNotReady"
+	// ReasonPullSecretNotShareable: a profile names a Secret of the operator namespace that is
+	// not a registry credential marked shareable by the installer.
+	ReasonPullSecretNotShareable = "PullSecretNotShareable"
 )
 
 // blocked is why a phase cannot pass. wait means a later change (a reference created or
@@ -37,6 +40,8 @@ type resolved struct {
 	pullSecrets []*corev1.Secret
 	// secretNames are all Secrets the resolution looked at (found or not), for re-queueing.
 	secretNames []types.NamespacedName
+	// unshareable names the profile's pull Secrets that may not be copied (their copies go).
+	unshareable []string
 }
 
 // resolve reads the proxy's pipeline, router, steps, observability objects, profile, license and
@@ -117,15 +122,28 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		secret, err := r.readSecret(ctx, key)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("image-pull Secret %s (NexoDeploymentProfile %s) not found in the operator namespace %s; installation puts registry credentials there",
-					ps.Name, profile.Name, r.OperatorNamespace), true}, nil
+				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("image-pull Secret %s (NexoDeploymentProfile %s) not found in the operator namespace %s; installation puts registry credentials there (nexoctl install --registry-secret %s=FILE)",
+					ps.Name, profile.Name, r.OperatorNamespace, ps.Name), true}, nil
 			}
 			return res, nil, err
+		}
+		if !shareable(secret) {
+			res.unshareable = append(res.unshareable, ps.Name)
+			return res, &blocked{reason: ReasonPullSecretNotShareable, message: fmt.Sprintf(
+				"image-pull Secret %s (NexoDeploymentProfile %s) in the operator namespace %s is not a shareable registry credential (type %s, label %s=%q): only Secrets of type %s or %s that the installer labelled %s=true are copied into proxy namespaces, and nothing was copied; mark a registry credential with nexoctl install --registry-secret %s=FILE, or remove it from the profile",
+				ps.Name, profile.Name, r.OperatorNamespace, secret.Type, render.RegistryCredentialLabel, secret.Labels[render.RegistryCredentialLabel],
+				corev1.SecretTypeDockerConfigJson, corev1.SecretTypeDockercfg, render.RegistryCredentialLabel, ps.Name)}, nil
 		}
 		res.pullSecrets = append(res.pullSecrets, secret)
 		res.secrets[key.String()] = secret.Data
 	}
 	return res, nil, nil
+}
+
+// shareable reports whether a Secret of the operator namespace may be copied into a proxy
+// namespace: a registry credential type, explicitly marked by the installer (PRODUCT §7).
+func shareable(s *corev1.Secret) bool {
+	return render.ShareableRegistryType(s.Type) && s.Labels[render.RegistryCredentialLabel] == "true"
 }
 
 // get reads a typed Nexo object; a missing one blocks the proxy until it is created.

@@ -204,7 +204,7 @@ func TestTamperedManagedStepFailsStatic(t *testing.T) {
 	applyGraph(t, ns, validLicense(t), func(kind string, u *unstructured.Unstructured) bool {
 		if kind == "NexoRateLimit" {
 			u.SetNamespace(ns)
-			if err := signature.Sign(u, cpKey); err != nil {
+			if err := signature.Sign(u, cpKey, signedFor(1)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -12,11 +12,12 @@ package controllers
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
 //
-// Secrets: read referenced ones (TLS, CAs, credentials, license, trusted keys, pull secrets) and
-// write the proxy's copies of pull secrets. Copies are created in proxy namespaces, which can be
-// any namespace, so this cannot be narrowed to one namespace by RBAC; the operator only ever
-// updates Secrets it controls (owner reference) and never deletes any (garbage collection does).
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// Secrets: read referenced ones (TLS, CAs, credentials, salts, license) and write the proxy's
+// copies of shareable pull secrets (create, correct, and delete when no profile names them, or
+// roll back after a conflict). hack/genpkg splits this rule: reads go with the rules above, the
+// writes into their own ClusterRole (nexo-operator-secret-copies) that is only ever bound by
+// RoleBindings in the namespaces where copies are allowed, never cluster-wide (docs/rbac.md).
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 //
 // Leader election (in the operator namespace; see config/rbac/leader_election_role.yaml) and
 // events are namespaced and granted separately.

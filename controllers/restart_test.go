@@ -127,7 +127,7 @@ func TestTrustedKeysAreReReadWhenTheSecretChanges(t *testing.T) {
 	ml := sampleGraph(t)["NexoResponseLimit"]
 	ml.SetName("rotated-key-limit")
 	ml.SetNamespace(ns)
-	if err := signature.Sign(ml, priv); err != nil {
+	if err := signature.Sign(ml, priv, signedFor(1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Create(ctx, ml); err != nil {

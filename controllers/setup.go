@@ -17,7 +17,6 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/signature"
 )
 
 // Options configure every controller.
@@ -81,8 +80,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error
 	return registered, nil
 }
 
-// keysReconciler re-reads the trusted-keys Secret when it changes and re-queues every managed
-// object, whose signature verdict may have changed with it.
+// keysReconciler re-reads the trusted-keys Secret when it changes and re-queues every object of
+// the reconciled kinds: a managed object's verdict may change with the keys, and so may an
+// object that carries a signature without the managed-by label, or any object under
+// --require-signatures.
 type keysReconciler struct {
 	client.Client
 	APIReader client.Reader
@@ -110,7 +111,7 @@ func (r *keysReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Re
 			return ctrl.Result{}, err
 		}
 		list := o.(client.ObjectList)
-		if err := r.List(ctx, list, client.MatchingLabels{signature.ManagedByLabel: signature.ManagedByControlPlane}); err != nil {
+		if err := r.List(ctx, list); err != nil {
 			return ctrl.Result{}, err
 		}
 		items, err := apimeta.ExtractList(list)

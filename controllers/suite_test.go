@@ -28,13 +28,22 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/license"
+	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
 const operatorNamespace = "nexo-system"
 
+// environmentID is the Control Plane environment the operator under test belongs to.
+const environmentID = "0123456789ab"
+
+// signedFor is what the test Control Plane signs with: this environment, at revision rev.
+func signedFor(rev int64) signature.Claims {
+	return signature.Claims{Audience: environmentID, Revision: rev}
+}
+
 // Namespaces the operator under test watches; "unwatched" is deliberately left out.
-var watched = []string{"graph", "edit", "tamper", "lic-expired", "lic-entitle", "schema-only", "missing", "drift", "gc", "conflict", "conflict-svc", "nodeport", "maxproxies", "restart", "drift-stopped"}
+var watched = []string{"graph", "edit", "tamper", "lic-expired", "lic-entitle", "schema-only", "missing", "drift", "gc", "conflict", "conflict-svc", "nodeport", "maxproxies", "restart", "drift-stopped", "tenant-a", "replay"}
 
 var (
 	cluster   *testcluster.Cluster
@@ -84,7 +93,7 @@ func startOperator(licenseKeyFile string) (*runningOperator, error) {
 	o.cancel = cancel
 	mgr, _, err := operator.New(ctx, cfg, operator.Config{
 		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
-		WatchNamespaces: watched, TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{licenseKeyFile}, SkipNameValidation: true,
+		WatchNamespaces: watched, TrustedKeysSecret: "nexo-trusted-keys", EnvironmentID: environmentID, LicenseKeyFiles: []string{licenseKeyFile}, SkipNameValidation: true,
 	})
 	if err != nil {
 		cancel()
@@ -162,7 +171,7 @@ func run(m *testing.M) (int, error) {
 	}
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: operatorNamespace}, Data: map[string][]byte{"control-plane.pem": signature.MarshalPublicKey(cpPub)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: operatorNamespace}, Type: corev1.SecretTypeDockerConfigJson,
+		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: operatorNamespace, Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"dXNlcjpwYXNz"}}}`)}},
 	} {
 		if err := k8s.Create(ctx, s); err != nil {
@@ -204,6 +213,12 @@ func sampleGraph(t *testing.T) map[string]*unstructured.Unstructured {
 // applyGraph creates the sample graph and the Secrets it references in ns. edit may change any
 // object before it is created; returning false for an object leaves it out.
 func applyGraph(t *testing.T, ns string, lic []byte, edit func(kind string, u *unstructured.Unstructured) bool) {
+	t.Helper()
+	applyGraphAs(t, k8s, ns, lic, edit)
+}
+
+// applyGraphAs is applyGraph with the given client (a tenant's, for example).
+func applyGraphAs(t *testing.T, k8s client.Client, ns string, lic []byte, edit func(kind string, u *unstructured.Unstructured) bool) {
 	t.Helper()
 	ctx := context.Background()
 	for _, s := range []*corev1.Secret{

@@ -19,6 +19,8 @@ const (
 	ReasonUnknownSigningKey    = "UnknownSigningKey"
 	ReasonSignatureMismatch    = "SignatureMismatch"
 	ReasonSigned               = "Signed"
+	ReasonSignatureReplayed    = "SignatureReplayed"
+	ReasonWrongAudience        = "WrongAudience"
 )
 
 // invalid is a Go-side validation failure: a condition reason and a message saying what to fix.

@@ -152,8 +152,12 @@ func TestCommandsSurviveARestartAndAreSigned(t *testing.T) {
 	if err := u.UnmarshalJSON(cmd.Manifests[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := signature.Verify(u, map[string]ed25519.PublicKey{signature.KeyID(c.pub): c.pub}); err != nil {
-		t.Fatalf("deploy manifest not signed by the Control Plane key: %v", err)
+	signed, err := signature.Verify(u, map[string]ed25519.PublicKey{signature.KeyID(c.pub): c.pub}, env.ID)
+	if err != nil {
+		t.Fatalf("deploy manifest not signed by the Control Plane key for its environment: %v", err)
+	}
+	if signed.Revision < 1 {
+		t.Errorf("signature revision %d, want the command's sequence number (at least 1)", signed.Revision)
 	}
 	// Unacknowledged commands are delivered again.
 	c.do("POST", "/v1/heartbeat", env.Token, heartbeat("cluster-a"), &resp)

@@ -153,7 +153,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "ack needs status %q or %q", protocol.Applied, protocol.Failed)
 		return
 	}
-	switch err := s.Store.Ack(r.Context(), env.ID, r.PathValue("id"), a.Status, a.Message); {
+	switch err := s.Store.Ack(r.Context(), env.ID, r.PathValue("id"), a.Status, a.Message, deployedObjects); {
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, "no command %s for this environment", r.PathValue("id"))
 	case err != nil:
@@ -189,7 +189,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Name string `json:"name"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Name) == "" {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || strings.TrimSpace(req.Name) == "" {
 		writeError(w, http.StatusBadRequest, "a name is required")
 		return
 	}
@@ -235,7 +235,9 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, view)
 }
 
-// enqueue validates a command and queues it; deploy manifests are signed here.
+// enqueue validates a command and queues it. Manifests are signed inside the queueing
+// transaction, for this environment (the audience) at the command's sequence number (the
+// revision), so a later command always carries a higher revision than an earlier one.
 func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
 	if errors.Is(err, ErrNotFound) {
@@ -252,14 +254,43 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.ID = "cmd-" + randomID(8)
-	body, _ := json.Marshal(c)
-	if err := s.Store.Enqueue(r.Context(), env.ID, c.ID, c.Type, string(body)); err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
+	_, err = s.Store.Enqueue(r.Context(), env.ID, c.ID, c.Type, func(seq int64) (string, error) {
+		for i, raw := range c.Manifests {
+			signed, err := s.sign(raw, signature.Claims{Audience: env.ID, Revision: seq})
+			if err != nil {
+				return "", fmt.Errorf("manifest %d: %w", i, err)
+			}
+			c.Manifests[i] = signed
+		}
+		body, err := json.Marshal(c)
+		return string(body), err
+	})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "cannot queue the command")
+		s.log().Error("enqueue", "environment", env.ID, "error", err)
 		return
+	}
+	if c.Type == protocol.Uninstall {
+		// The proxy leaves the deployed set now: a rollout queued after this never re-creates it.
+		if err := s.Store.Forget(r.Context(), env.ID, "NexoProxy", c.Proxy.Namespace, c.Proxy.Name); err != nil {
+			s.log().Error("forget uninstalled proxy", "environment", env.ID, "error", err)
+		}
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"id": c.ID})
 }
 
+func (s *Server) sign(raw json.RawMessage, claims signature.Claims) (json.RawMessage, error) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(raw); err != nil {
+		return nil, err
+	}
+	if err := signature.Sign(u, s.Key, claims); err != nil {
+		return nil, err
+	}
+	return u.MarshalJSON()
+}
+
+// prepare validates a command; deploy manifests are checked here and signed when queued.
 func (s *Server) prepare(ctx context.Context, envID string, c *protocol.Command) error {
 	switch c.Type {
 	case protocol.Deploy:
@@ -277,20 +308,12 @@ func (s *Server) prepare(ctx context.Context, envID string, c *protocol.Command)
 			if !slices.Contains(c.Namespaces, u.GetNamespace()) {
 				return fmt.Errorf("manifest %d (%s %s) is in namespace %q, not one of %v", i, u.GetKind(), u.GetName(), u.GetNamespace(), c.Namespaces)
 			}
-			if err := signature.Sign(u, s.Key); err != nil {
-				return fmt.Errorf("manifest %d: %v", i, err)
-			}
-			signed, err := u.MarshalJSON()
-			if err != nil {
-				return err
-			}
-			c.Manifests[i] = signed
 		}
 	case protocol.Rollout:
 		if c.Image == "" {
 			return errors.New("rollout needs an image")
 		}
-		return s.resignProxies(ctx, envID, c)
+		return s.rolloutProxies(ctx, envID, c)
 	case protocol.Upgrade:
 		if c.TargetVersion == "" {
 			return errors.New("upgrade needs a targetVersion")
@@ -305,45 +328,65 @@ func (s *Server) prepare(ctx context.Context, envID string, c *protocol.Command)
 	return nil
 }
 
-// resignProxies attaches to a rollout the NexoProxies this environment last deployed (the named
-// one, or all), with spec.proxyImage set to the new image and signed again: the Manager holds no
-// signing key, and editing a signed object in the cluster would invalidate its signature.
-func (s *Server) resignProxies(ctx context.Context, envID string, c *protocol.Command) error {
-	bodies, err := s.Store.DeployBodies(ctx, envID)
+// rolloutProxies attaches to a rollout the NexoProxies of the environment's deployed set (the
+// named one, or all) with spec.proxyImage set to the new image; enqueue signs them again. The
+// Manager holds no signing key, and editing a signed object in the cluster would invalidate its
+// signature. An uninstalled proxy has left the deployed set, so a rollout never re-creates it.
+func (s *Server) rolloutProxies(ctx context.Context, envID string, c *protocol.Command) error {
+	proxies, err := s.Store.Desired(ctx, envID, "NexoProxy")
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, body := range bodies { // newest first: the latest manifest of each proxy wins
-		var deployed protocol.Command
-		if err := json.Unmarshal([]byte(body), &deployed); err != nil {
+	for _, d := range proxies {
+		if c.Proxy != nil && (c.Proxy.Namespace != d.Namespace || c.Proxy.Name != d.Name) {
 			continue
 		}
-		for _, raw := range deployed.Manifests {
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(raw); err != nil || u.GetKind() != "NexoProxy" {
-				continue
-			}
-			key := u.GetNamespace() + "/" + u.GetName()
-			if seen[key] || (c.Proxy != nil && (c.Proxy.Namespace != u.GetNamespace() || c.Proxy.Name != u.GetName())) {
-				continue
-			}
-			seen[key] = true
-			if err := unstructured.SetNestedField(u.Object, c.Image, "spec", "proxyImage"); err != nil {
-				return err
-			}
-			if err := signature.Sign(u, s.Key); err != nil {
-				return err
-			}
-			signed, err := u.MarshalJSON()
-			if err != nil {
-				return err
-			}
-			c.Manifests = append(c.Manifests, signed)
-			if !slices.Contains(c.Namespaces, u.GetNamespace()) {
-				c.Namespaces = append(c.Namespaces, u.GetNamespace())
-			}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON([]byte(d.Manifest)); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(u.Object, c.Image, "spec", "proxyImage"); err != nil {
+			return err
+		}
+		raw, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		c.Manifests = append(c.Manifests, raw)
+		if !slices.Contains(c.Namespaces, d.Namespace) {
+			c.Namespaces = append(c.Namespaces, d.Namespace)
 		}
 	}
+	if c.Proxy != nil && len(c.Manifests) == 0 {
+		return fmt.Errorf("NexoProxy %s/%s is not deployed in this environment", c.Proxy.Namespace, c.Proxy.Name)
+	}
 	return nil
+}
+
+// deployedObjects lists the manifests of an applied deploy or rollout, for the deployed set.
+func deployedObjects(body string) []DesiredObject {
+	var c protocol.Command
+	if json.Unmarshal([]byte(body), &c) != nil || (c.Type != protocol.Deploy && c.Type != protocol.Rollout) {
+		return nil
+	}
+	var out []DesiredObject
+	for _, raw := range c.Manifests {
+		u := &unstructured.Unstructured{}
+		if u.UnmarshalJSON(raw) != nil {
+			continue
+		}
+		out = append(out, DesiredObject{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Manifest: string(raw)})
+	}
+	return out
+}
+
+// NewHTTPServer wraps the handler in an http.Server with read, write and idle timeouts, so a
+// slow or stalled client cannot hold a connection (or a goroutine) open.
+func NewHTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{
+		Addr: addr, Handler: h,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+	}
 }

@@ -26,13 +26,17 @@ type Environment struct {
 
 // CommandRecord is a queued command and its outcome.
 type CommandRecord struct {
-	ID      string     `json:"id"`
-	Type    string     `json:"type"`
-	Body    string     `json:"-"`
-	Status  string     `json:"status"` // pending, delivered, applied, failed
-	Message string     `json:"message,omitempty"`
-	Created time.Time  `json:"created"`
-	Acked   *time.Time `json:"acked,omitempty"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	Body string `json:"-"`
+	// Seq orders an environment's commands (an integer: timestamps tie and misorder) and is the
+	// signature revision of the manifests the command carries.
+	Seq        int64      `json:"seq"`
+	Status     string     `json:"status"` // pending, delivered, applied, failed, dead
+	Deliveries int        `json:"deliveries"`
+	Message    string     `json:"message,omitempty"`
+	Created    time.Time  `json:"created"`
+	Acked      *time.Time `json:"acked,omitempty"`
 }
 
 // ErrNotFound is returned for unknown environments, tokens and commands.
@@ -43,12 +47,26 @@ CREATE TABLE IF NOT EXISTS environments (
   id TEXT PRIMARY KEY, name TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
   cluster_id TEXT NOT NULL DEFAULT '', created TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS commands (
-  id TEXT PRIMARY KEY, env_id TEXT NOT NULL REFERENCES environments(id), type TEXT NOT NULL,
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+  env_id TEXT NOT NULL REFERENCES environments(id), type TEXT NOT NULL,
   body TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
-  created TEXT NOT NULL, acked TEXT);
-CREATE INDEX IF NOT EXISTS commands_env ON commands(env_id, created);
+  deliveries INTEGER NOT NULL DEFAULT 0, created TEXT NOT NULL, acked TEXT);
+CREATE INDEX IF NOT EXISTS commands_env ON commands(env_id, seq);
 CREATE TABLE IF NOT EXISTS heartbeats (env_id TEXT PRIMARY KEY, at TEXT NOT NULL, body TEXT NOT NULL);
+-- desired is the environment's deployed set: what a rollout re-signs. A deploy adds to it when
+-- the Manager acknowledges it applied; an uninstall removes its proxy when it is queued.
+CREATE TABLE IF NOT EXISTS desired (
+  env_id TEXT NOT NULL, kind TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+  manifest TEXT NOT NULL, PRIMARY KEY (env_id, kind, namespace, name));
 `
+
+// MaxDeliveries is how often a command is delivered without an acknowledgement before it is
+// dead-lettered (status "dead"): a command that crashes the Manager is not redelivered forever.
+const MaxDeliveries = 5
+
+// deliveryBudget bounds the bytes of command bodies in one heartbeat answer; the rest wait for
+// the next heartbeat (the first command is always delivered, whatever its size).
+const deliveryBudget = 4 << 20
 
 // Open opens (creating if needed) the database at path.
 func Open(path string) (*Store, error) {
@@ -128,61 +146,148 @@ func (s *Store) LastHeartbeat(ctx context.Context, envID string) (time.Time, str
 	return parseTime(at), body, err
 }
 
-// Enqueue adds a pending command.
-func (s *Store) Enqueue(ctx context.Context, envID, id, typ, body string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO commands(id, env_id, type, body, status, created) VALUES(?,?,?,?,'pending',?)`, id, envID, typ, body, now())
-	return err
+// Enqueue adds a pending command in one transaction: render receives the command's sequence
+// number (the signature revision of its manifests) and returns the body to store.
+func (s *Store) Enqueue(ctx context.Context, envID, id, typ string, render func(seq int64) (string, error)) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.ExecContext(ctx, `INSERT INTO commands(id, env_id, type, body, status, created) VALUES(?,?,?,'','pending',?)`, id, envID, typ, now())
+	if err != nil {
+		return 0, err
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	body, err := render(seq)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE commands SET body = ? WHERE seq = ?`, body, seq); err != nil {
+		return 0, err
+	}
+	return seq, tx.Commit()
 }
 
-// Deliver returns the commands not yet acknowledged (pending or delivered, oldest first) and
-// marks them delivered. Delivery is at least once; the Manager applies an id at most once.
+// Deliver returns the commands not yet acknowledged (pending or delivered, in sequence order,
+// within deliveryBudget bytes) and counts the delivery, in one transaction. A command delivered
+// MaxDeliveries times without an acknowledgement is dead-lettered instead. Delivery is at least
+// once; the Manager applies an id at most once per recorded outcome.
 func (s *Store) Deliver(ctx context.Context, envID string) ([]CommandRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, type, body, status, created FROM commands
-		WHERE env_id = ? AND status IN ('pending','delivered') ORDER BY created, id`, envID)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `UPDATE commands SET status = 'dead', acked = ?,
+		message = 'not acknowledged after ' || deliveries || ' deliveries; no longer delivered (the Manager may have crashed on it: check its logs)'
+		WHERE env_id = ? AND status IN ('pending','delivered') AND deliveries >= ?`, now(), envID, MaxDeliveries); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT seq, id, type, body, status, deliveries, created FROM commands
+		WHERE env_id = ? AND status IN ('pending','delivered') ORDER BY seq`, envID)
 	if err != nil {
 		return nil, err
 	}
 	var out []CommandRecord
+	size := 0
 	for rows.Next() {
 		var c CommandRecord
 		var created string
-		if err := rows.Scan(&c.ID, &c.Type, &c.Body, &c.Status, &created); err != nil {
+		if err := rows.Scan(&c.Seq, &c.ID, &c.Type, &c.Body, &c.Status, &c.Deliveries, &created); err != nil {
 			rows.Close()
 			return nil, err
 		}
+		if len(out) > 0 && size+len(c.Body) > deliveryBudget {
+			break
+		}
+		size += len(c.Body)
 		c.Created = parseTime(created)
 		out = append(out, c)
 	}
 	rows.Close()
-	if _, err := s.db.ExecContext(ctx, `UPDATE commands SET status = 'delivered' WHERE env_id = ? AND status = 'pending'`, envID); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	for _, c := range out {
+		if _, err := tx.ExecContext(ctx, `UPDATE commands SET status = 'delivered', deliveries = deliveries + 1 WHERE seq = ?`, c.Seq); err != nil {
+			return nil, err
+		}
+	}
+	return out, tx.Commit()
+}
+
+// Ack records a command's outcome, and with an applied deploy or rollout, its manifests in the
+// desired set (one transaction). Acknowledging an already acknowledged command changes nothing
+// and is not an error; a dead-lettered command acknowledged late records its real outcome.
+func (s *Store) Ack(ctx context.Context, envID, id, status, message string, desired func(body string) []DesiredObject) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var body string
+	err = tx.QueryRowContext(ctx, `SELECT body FROM commands WHERE env_id = ? AND id = ?`, envID, id).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, acked = ?
+		WHERE env_id = ? AND id = ? AND status IN ('pending','delivered','dead')`, status, message, now(), envID, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 1 && status == "applied" && desired != nil {
+		for _, d := range desired(body) {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO desired(env_id, kind, namespace, name, manifest) VALUES(?,?,?,?,?)
+				ON CONFLICT(env_id, kind, namespace, name) DO UPDATE SET manifest = excluded.manifest`,
+				envID, d.Kind, d.Namespace, d.Name, d.Manifest); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Commit()
+}
+
+// DesiredObject is one object of an environment's deployed set.
+type DesiredObject struct {
+	Kind, Namespace, Name string
+	// Manifest is the object as last deployed (JSON, signed).
+	Manifest string
+}
+
+// Desired lists an environment's deployed objects of one kind.
+func (s *Store) Desired(ctx context.Context, envID, kind string) ([]DesiredObject, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, namespace, name, manifest FROM desired WHERE env_id = ? AND kind = ? ORDER BY namespace, name`, envID, kind)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []DesiredObject
+	for rows.Next() {
+		var d DesiredObject
+		if err := rows.Scan(&d.Kind, &d.Namespace, &d.Name, &d.Manifest); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
 	}
 	return out, rows.Err()
 }
 
-// Ack records a command's outcome. Acknowledging an already acknowledged command changes
-// nothing and is not an error.
-func (s *Store) Ack(ctx context.Context, envID, id, status, message string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, acked = ?
-		WHERE env_id = ? AND id = ? AND status IN ('pending','delivered')`, status, message, now(), envID, id)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		var exists int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM commands WHERE env_id = ? AND id = ?`, envID, id).Scan(&exists); err != nil {
-			return err
-		}
-		if exists == 0 {
-			return ErrNotFound
-		}
-	}
-	return nil
+// Forget removes an object from the deployed set (an uninstall was queued for it).
+func (s *Store) Forget(ctx context.Context, envID, kind, namespace, name string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM desired WHERE env_id = ? AND kind = ? AND namespace = ? AND name = ?`, envID, kind, namespace, name)
+	return err
 }
 
 // Commands lists an environment's command history, oldest first.
 func (s *Store) Commands(ctx context.Context, envID string) ([]CommandRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, type, status, message, created, acked FROM commands WHERE env_id = ? ORDER BY created, id`, envID)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, id, type, status, message, deliveries, created, acked FROM commands WHERE env_id = ? ORDER BY seq`, envID)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +297,7 @@ func (s *Store) Commands(ctx context.Context, envID string) ([]CommandRecord, er
 		var c CommandRecord
 		var created string
 		var acked sql.NullString
-		if err := rows.Scan(&c.ID, &c.Type, &c.Status, &c.Message, &created, &acked); err != nil {
+		if err := rows.Scan(&c.Seq, &c.ID, &c.Type, &c.Status, &c.Message, &c.Deliveries, &created, &acked); err != nil {
 			return nil, err
 		}
 		c.Created = parseTime(created)
@@ -201,24 +306,6 @@ func (s *Store) Commands(ctx context.Context, envID string) ([]CommandRecord, er
 			c.Acked = &t
 		}
 		out = append(out, c)
-	}
-	return out, rows.Err()
-}
-
-// DeployBodies returns the bodies of an environment's applied deploy commands, newest first.
-func (s *Store) DeployBodies(ctx context.Context, envID string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT body FROM commands WHERE env_id = ? AND type = 'deploy' AND status = 'applied' ORDER BY created DESC, id DESC`, envID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var b string
-		if err := rows.Scan(&b); err != nil {
-			return nil, err
-		}
-		out = append(out, b)
 	}
 	return out, rows.Err()
 }

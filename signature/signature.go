@@ -1,9 +1,16 @@
 // Package signature signs and verifies Control-Plane-managed Nexo resources (PRODUCT §3).
 //
 // A managed resource carries the label nexo.io/managed-by=control-plane and the annotations
-// nexo.io/signature (base64 ed25519 signature) and nexo.io/signing-key-id. The signed bytes are
-// the canonical JSON (sorted keys, no insignificant whitespace) of
-// {apiVersion, kind, metadata: {namespace, name}, spec}.
+// nexo.io/signature (base64 ed25519 signature), nexo.io/signing-key-id,
+// nexo.io/signature-audience (the environment the manifest was signed for) and
+// nexo.io/signature-revision (a number that only grows per object). The signed bytes are the
+// canonical JSON (sorted keys, no insignificant whitespace) of
+// {apiVersion, kind, metadata: {namespace, name}, spec, audience, revision}: a manifest signed
+// for one environment does not verify in another, and a verifier that remembers the last
+// revision it accepted can refuse an older one (replay).
+//
+// Whether a resource is verified depends on its annotations, never on the unsigned managed-by
+// label alone: HasSignature says so (see IsManaged).
 //
 // The spec is canonicalised the way the operator will read it: the CRD's defaults are applied
 // (the API server applies them on admission, so a manifest signed before defaulting still
@@ -23,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -43,6 +51,8 @@ const (
 	ManagedByControlPlane = "control-plane"
 	SignatureAnnotation   = "nexo.io/signature"
 	KeyIDAnnotation       = "nexo.io/signing-key-id"
+	AudienceAnnotation    = "nexo.io/signature-audience"
+	RevisionAnnotation    = "nexo.io/signature-revision"
 )
 
 // Verification failures; Verify wraps them with detail.
@@ -50,10 +60,39 @@ var (
 	ErrUnsigned   = errors.New("managed resource has no nexo.io/signature or nexo.io/signing-key-id annotation")
 	ErrUnknownKey = errors.New("signing key is not trusted")
 	ErrMismatch   = errors.New("signature does not match the resource's content")
+	ErrAudience   = errors.New("manifest was signed for another environment")
 )
 
-// IsManaged reports whether an object is Control-Plane managed.
-func IsManaged(labels map[string]string) bool { return labels[ManagedByLabel] == ManagedByControlPlane }
+// IsManaged reports whether an object is Control-Plane managed: it carries the managed-by label
+// or any signature annotation. The label is not signed, so removing it never turns a signed
+// object into an unverified one.
+func IsManaged(labels, annotations map[string]string) bool {
+	return labels[ManagedByLabel] == ManagedByControlPlane || HasSignature(annotations)
+}
+
+// HasSignature reports whether any signature annotation is present.
+func HasSignature(annotations map[string]string) bool {
+	for _, k := range []string{SignatureAnnotation, KeyIDAnnotation, AudienceAnnotation, RevisionAnnotation} {
+		if _, ok := annotations[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Claims are what a signature binds beside the object's identity and spec.
+type Claims struct {
+	// Audience is the environment id the manifest is for.
+	Audience string
+	// Revision grows with every signed change of one object (the Control Plane's sequence).
+	Revision int64
+}
+
+// Signed is what a valid signature tells.
+type Signed struct {
+	Claims
+	KeyID string
+}
 
 // KeyID is the key id of a public key: the first 16 hex digits of its sha256.
 func KeyID(pub ed25519.PublicKey) string {
@@ -61,8 +100,8 @@ func KeyID(pub ed25519.PublicKey) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Canonical returns the signed bytes of a Nexo object.
-func Canonical(obj runtime.Object) ([]byte, error) {
+// Canonical returns the signed bytes of a Nexo object for the given claims.
+func Canonical(obj runtime.Object, c Claims) ([]byte, error) {
 	u, err := toUnstructured(obj)
 	if err != nil {
 		return nil, err
@@ -81,6 +120,8 @@ func Canonical(obj runtime.Object) ([]byte, error) {
 		"kind":       u.GetKind(),
 		"metadata":   map[string]any{"namespace": u.GetNamespace(), "name": u.GetName()},
 		"spec":       spec,
+		"audience":   c.Audience,
+		"revision":   c.Revision,
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -91,11 +132,14 @@ func Canonical(obj runtime.Object) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// Sign sets the managed label and the signature annotations on obj.
-func Sign(obj runtime.Object, priv ed25519.PrivateKey) error {
+// Sign sets the managed label and the signature annotations on obj, binding the claims.
+func Sign(obj runtime.Object, priv ed25519.PrivateKey, c Claims) error {
 	u, ok := obj.(metaObject)
 	if !ok {
 		return fmt.Errorf("cannot sign %T", obj)
+	}
+	if c.Audience == "" || c.Revision < 1 {
+		return errors.New("a signature needs an audience (environment id) and a revision of at least 1")
 	}
 	labels := u.GetLabels()
 	if labels == nil {
@@ -103,7 +147,7 @@ func Sign(obj runtime.Object, priv ed25519.PrivateKey) error {
 	}
 	labels[ManagedByLabel] = ManagedByControlPlane
 	u.SetLabels(labels)
-	data, err := Canonical(obj)
+	data, err := Canonical(obj, c)
 	if err != nil {
 		return err
 	}
@@ -113,38 +157,57 @@ func Sign(obj runtime.Object, priv ed25519.PrivateKey) error {
 	}
 	ann[SignatureAnnotation] = base64.StdEncoding.EncodeToString(ed25519.Sign(priv, data))
 	ann[KeyIDAnnotation] = KeyID(priv.Public().(ed25519.PublicKey))
+	ann[AudienceAnnotation] = c.Audience
+	ann[RevisionAnnotation] = strconv.FormatInt(c.Revision, 10)
 	u.SetAnnotations(ann)
 	return nil
 }
 
-// Verify checks obj's signature against the trusted keys (key id → public key). It returns nil
-// when the signature is valid, or an error wrapping ErrUnsigned, ErrUnknownKey or ErrMismatch.
-func Verify(obj runtime.Object, trusted map[string]ed25519.PublicKey) error {
+// Verify checks obj's signature against the trusted keys (key id → public key) and the expected
+// audience. It returns what the signature binds when it is valid, or an error wrapping
+// ErrUnsigned, ErrUnknownKey, ErrMismatch or ErrAudience. An empty audience is never accepted:
+// a verifier that does not know its environment cannot tell a replay from elsewhere.
+func Verify(obj runtime.Object, trusted map[string]ed25519.PublicKey, audience string) (Signed, error) {
 	u, ok := obj.(metaObject)
 	if !ok {
-		return fmt.Errorf("cannot verify %T", obj)
+		return Signed{}, fmt.Errorf("cannot verify %T", obj)
 	}
 	ann := u.GetAnnotations()
 	sig, keyID := ann[SignatureAnnotation], ann[KeyIDAnnotation]
 	if sig == "" || keyID == "" {
-		return ErrUnsigned
+		return Signed{}, ErrUnsigned
 	}
+	out := Signed{KeyID: keyID, Claims: Claims{Audience: ann[AudienceAnnotation]}}
+	if out.Audience == "" || ann[RevisionAnnotation] == "" {
+		return out, fmt.Errorf("%w: the signature has no %s or %s annotation; have the Control Plane re-sign it", ErrUnsigned, AudienceAnnotation, RevisionAnnotation)
+	}
+	rev, err := strconv.ParseInt(ann[RevisionAnnotation], 10, 64)
+	if err != nil || rev < 1 {
+		return out, fmt.Errorf("%w: %s must be a whole number of at least 1", ErrMismatch, RevisionAnnotation)
+	}
+	out.Revision = rev
 	pub, ok := trusted[keyID]
 	if !ok {
-		return fmt.Errorf("%w: key id %q is not among the %d trusted keys", ErrUnknownKey, keyID, len(trusted))
+		return out, fmt.Errorf("%w: key id %q is not among the %d trusted keys", ErrUnknownKey, keyID, len(trusted))
 	}
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil {
-		return fmt.Errorf("%w: nexo.io/signature is not base64", ErrMismatch)
+		return out, fmt.Errorf("%w: nexo.io/signature is not base64", ErrMismatch)
 	}
-	data, err := Canonical(obj)
+	data, err := Canonical(obj, out.Claims)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if !ed25519.Verify(pub, data, raw) {
-		return fmt.Errorf("%w (key id %s): the spec, name or namespace changed after signing", ErrMismatch, keyID)
+		return out, fmt.Errorf("%w (key id %s): the spec, name, namespace, audience or revision changed after signing", ErrMismatch, keyID)
 	}
-	return nil
+	if audience == "" {
+		return out, fmt.Errorf("%w: this verifier has no environment id configured, so it cannot accept a manifest signed for %q", ErrAudience, out.Audience)
+	}
+	if out.Audience != audience {
+		return out, fmt.Errorf("%w: signed for environment %q, this cluster is environment %q", ErrAudience, out.Audience, audience)
+	}
+	return out, nil
 }
 
 // ParsePublicKey reads an ed25519 public key from PEM (PKIX "PUBLIC KEY") or base64 of the raw

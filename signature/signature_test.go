@@ -63,17 +63,24 @@ func asStored(t *testing.T, u *unstructured.Unstructured) *nexov1alpha1.NexoProx
 	return p
 }
 
+// claims are the audience and revision the tests sign with.
+var claims = signature.Claims{Audience: "env-a", Revision: 7}
+
 func TestSignedManifestVerifiesAfterDefaulting(t *testing.T) {
 	priv, trusted := keys(t)
 	u := manifest(t)
-	if err := signature.Sign(u, priv); err != nil {
+	if err := signature.Sign(u, priv, claims); err != nil {
 		t.Fatal(err)
 	}
-	if !signature.IsManaged(u.GetLabels()) {
+	if !signature.IsManaged(u.GetLabels(), nil) {
 		t.Fatal("Sign did not set the managed-by label")
 	}
-	if err := signature.Verify(asStored(t, u), trusted); err != nil {
+	got, err := signature.Verify(asStored(t, u), trusted, claims.Audience)
+	if err != nil {
 		t.Fatalf("verify defaulted typed object: %v", err)
+	}
+	if got.Claims != claims {
+		t.Fatalf("verified claims %+v, want %+v", got.Claims, claims)
 	}
 }
 
@@ -83,7 +90,7 @@ func TestVerifyFailures(t *testing.T) {
 
 	signed := func() *nexov1alpha1.NexoProxy {
 		u := manifest(t)
-		if err := signature.Sign(u, priv); err != nil {
+		if err := signature.Sign(u, priv, claims); err != nil {
 			t.Fatal(err)
 		}
 		return asStored(t, u)
@@ -109,11 +116,34 @@ func TestVerifyFailures(t *testing.T) {
 		}, signature.ErrUnsigned},
 		"unknown key": {func() *nexov1alpha1.NexoProxy {
 			u := manifest(t)
-			if err := signature.Sign(u, otherPriv); err != nil {
+			if err := signature.Sign(u, otherPriv, claims); err != nil {
 				t.Fatal(err)
 			}
 			return asStored(t, u)
 		}, signature.ErrUnknownKey},
+		"revision edited (replay of an older one under a new number)": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			p.Annotations[signature.RevisionAnnotation] = "8"
+			return p
+		}, signature.ErrMismatch},
+		"audience edited": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			p.Annotations[signature.AudienceAnnotation] = "env-other"
+			return p
+		}, signature.ErrMismatch},
+		"signed for another environment": {func() *nexov1alpha1.NexoProxy {
+			u := manifest(t)
+			if err := signature.Sign(u, priv, signature.Claims{Audience: "env-other", Revision: 7}); err != nil {
+				t.Fatal(err)
+			}
+			return asStored(t, u)
+		}, signature.ErrAudience},
+		"no audience or revision (an old-style signature)": {func() *nexov1alpha1.NexoProxy {
+			p := signed()
+			delete(p.Annotations, signature.AudienceAnnotation)
+			delete(p.Annotations, signature.RevisionAnnotation)
+			return p
+		}, signature.ErrUnsigned},
 		"garbage signature": {func() *nexov1alpha1.NexoProxy {
 			p := signed()
 			p.Annotations[signature.SignatureAnnotation] = "!!!"
@@ -122,7 +152,7 @@ func TestVerifyFailures(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := signature.Verify(c.obj(), trusted)
+			_, err := signature.Verify(c.obj(), trusted, claims.Audience)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
@@ -132,13 +162,26 @@ func TestVerifyFailures(t *testing.T) {
 	p := signed()
 	p.Labels["team"] = "a"
 	p.Annotations["note"] = "b"
-	if err := signature.Verify(p, trusted); err != nil {
+	if _, err := signature.Verify(p, trusted, claims.Audience); err != nil {
 		t.Fatalf("labels/annotations changed verification: %v", err)
+	}
+	// A verifier without an environment accepts nothing.
+	if _, err := signature.Verify(signed(), trusted, ""); !errors.Is(err, signature.ErrAudience) {
+		t.Fatalf("empty expected audience: got %v, want ErrAudience", err)
+	}
+}
+
+func TestManagedFollowsTheAnnotationsNotOnlyTheLabel(t *testing.T) {
+	if !signature.IsManaged(nil, map[string]string{signature.SignatureAnnotation: "x"}) {
+		t.Fatal("an object with a signature annotation but no managed-by label counts as unmanaged")
+	}
+	if signature.IsManaged(map[string]string{"team": "a"}, map[string]string{"note": "b"}) {
+		t.Fatal("an object with neither label nor signature counts as managed")
 	}
 }
 
 func TestCanonicalIsSortedCompactJSON(t *testing.T) {
-	data, err := signature.Canonical(manifest(t))
+	data, err := signature.Canonical(manifest(t), claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +189,7 @@ func TestCanonicalIsSortedCompactJSON(t *testing.T) {
 	if strings.ContainsAny(s, " \n\t") {
 		t.Errorf("canonical JSON has whitespace: %s", s)
 	}
-	if !strings.HasPrefix(s, `{"apiVersion":"nexo.io/v1alpha1","kind":"NexoProxy","metadata":{"name":"p","namespace":"shop"},"spec":{`) {
+	if !strings.HasPrefix(s, `{"apiVersion":"nexo.io/v1alpha1","audience":"env-a","kind":"NexoProxy","metadata":{"name":"p","namespace":"shop"},"revision":7,"spec":{`) {
 		t.Errorf("unexpected canonical prefix: %s", s)
 	}
 	if !strings.Contains(s, `"port":27017`) {

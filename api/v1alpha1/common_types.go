@@ -21,6 +21,12 @@ type Status struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// signedRevision is the highest Control Plane signature revision the operator accepted for
+	// this object. A manifest carrying a lower revision is an older one re-applied (a replay) and
+	// is refused; an object that had a signature and lost it is refused too.
+	// +optional
+	SignedRevision int64 `json:"signedRevision,omitempty"`
 }
 
 // LocalObjectReference names an object of an implied kind in the same namespace.

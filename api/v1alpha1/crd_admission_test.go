@@ -305,3 +305,32 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyNamesMustBeRenderable: a NexoProxy name becomes its Service's name, so the API server
+// refuses a name that is a valid object name but not a DNS-1035 label (before, such a proxy was
+// admitted and then half-applied).
+func TestProxyNamesMustBeRenderable(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	base := samples(t)["NexoProxy"]
+	for name, ok := range map[string]bool{
+		"orders-proxy-2":        true,
+		"1proxy":                false, // a Service name must start with a letter
+		"orders.proxy":          false, // dots make a subdomain, not a label
+		strings.Repeat("p", 64): false,
+		strings.Repeat("p", 63): true,
+	} {
+		p := base.DeepCopy()
+		p.SetNamespace(ns)
+		p.SetName(name)
+		err := k8s.Create(ctx, p)
+		switch {
+		case ok && err != nil:
+			t.Errorf("name %q refused: %v", name, err)
+		case !ok && err == nil:
+			t.Errorf("name %q admitted; it cannot be a Service name", name)
+		case !ok && !strings.Contains(err.Error(), "must be a DNS-1035 label"):
+			t.Errorf("name %q refused without saying why: %v", name, err)
+		}
+	}
+}

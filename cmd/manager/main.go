@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -31,7 +33,9 @@ func main() {
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/nexo/connect-token/token", "connect token file (the mounted Secret; re-read on every heartbeat)")
 	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", "https://cp.nexo.io", "Control Plane URL")
 	flag.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the Manager's state and status ConfigMaps")
-	flag.StringVar(&cfg.OwnerID, "owner-id", "nexo-manager", "value of the nexo.io/owner label on everything the Manager creates")
+	flag.StringVar(&cfg.OwnerID, "owner-id", "", "value of the nexo.io/owner label on everything the Manager creates (unique per installation; default env-<environment id of the connect token>)")
+	var leaderElect bool
+	flag.BoolVar(&leaderElect, "leader-elect", true, "hold the nexo-manager Lease so only one Manager applies commands")
 	flag.StringVar(&cfg.ProxyImage, "proxy-image", "", "configured proxy image, reported in heartbeats")
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
@@ -44,15 +48,9 @@ func main() {
 	log := ctrl.Log.WithName("manager")
 	cfg.Log = log
 
-	cfg.TrustedKeys = map[string]ed25519.PublicKey{}
-	files, _ := filepath.Glob(filepath.Join(keysDir, "*"))
-	for _, f := range files {
-		if data, err := os.ReadFile(f); err == nil {
-			if pub, err := signature.ParsePublicKey(data); err == nil {
-				cfg.TrustedKeys[signature.KeyID(pub)] = pub
-			}
-		}
-	}
+	// The mounted trusted-keys Secret is read on every deploy: the kubelet updates the files when
+	// the Secret changes, so a rotated or revoked key applies without a restart.
+	cfg.TrustedKeys = func() (map[string]ed25519.PublicKey, error) { return readKeysDir(keysDir) }
 	restConfig := ctrl.GetConfigOrDie()
 	scheme := operator.Scheme()
 	_ = apiextensionsv1.AddToScheme(scheme)
@@ -81,8 +79,36 @@ func main() {
 	serve(ctx, metricsAddr, func(mux *http.ServeMux) {
 		mux.Handle("/metrics", promhttp.HandlerFor(agent.Registry, promhttp.HandlerOpts{}))
 	})
-	log.Info("starting nexo-manager", "version", cfg.Version, "controlPlane", cfg.ControlPlaneURL, "trustedKeys", len(cfg.TrustedKeys))
-	_ = a.Run(ctx)
+	keys, _ := readKeysDir(keysDir)
+	log.Info("starting nexo-manager", "version", cfg.Version, "controlPlane", cfg.ControlPlaneURL, "trustedKeys", len(keys), "ownerId", a.OwnerID())
+	if !leaderElect {
+		_ = a.Run(ctx)
+		return
+	}
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		log.Error(err, "cannot build a clientset")
+		os.Exit(1)
+	}
+	host, _ := os.Hostname()
+	agent.RunElected(ctx, cs, cfg.Namespace, host+"-"+strconv.Itoa(os.Getpid()), agent.DefaultLeaseTimings, log, func(ctx context.Context) { _ = a.Run(ctx) })
+}
+
+// readKeysDir reads every file of dir as an ed25519 public key; other files are skipped.
+func readKeysDir(dir string) (map[string]ed25519.PublicKey, error) {
+	keys := map[string]ed25519.PublicKey{}
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if data, err := os.ReadFile(f); err == nil {
+			if pub, err := signature.ParsePublicKey(data); err == nil {
+				keys[signature.KeyID(pub)] = pub
+			}
+		}
+	}
+	return keys, nil
 }
 
 func serve(ctx context.Context, addr string, routes func(*http.ServeMux)) {

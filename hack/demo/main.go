@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,6 +41,7 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -245,14 +247,14 @@ func (d *demo) up(ctx context.Context) error {
 	if d.cpStore, err = controlplane.Open(d.path("controlplane.db")); err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
-	adminToken := fmt.Sprintf("%x", cpKey[:16])
+	adminToken := randomHex(16) // independent of the signing key
 	cpAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
 	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: adminToken, NextHeartbeat: 5 * time.Second}
 	lis, err := net.Listen("tcp", cpAddr)
 	if err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
-	d.cpServer = &http.Server{Handler: cpSrv.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	d.cpServer = controlplane.NewHTTPServer("", cpSrv.Handler())
 	go func() { _ = d.cpServer.Serve(lis) }()
 	cpURL := "http://" + cpAddr
 	env, err := registerEnvironment(cpURL, adminToken)
@@ -272,14 +274,16 @@ func (d *demo) up(ctx context.Context) error {
 		return &stepErr{step: "trust the Control Plane key", err: err}
 	}
 	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson,
+		// A registry credential marked shareable, as `nexoctl install --registry-secret` does.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`)}},
 	} {
 		if err := k8s.Create(ctx, o); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return &stepErr{step: "prepare nexo-system", err: err}
 		}
 	}
-	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), "install", "--kubeconfig", kubeconfig, "--token-file", tokenFile, "--wait", "--timeout", "3m")
+	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), "install", "--kubeconfig", kubeconfig, "--token-file", tokenFile,
+		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m")
 	out, err := install.CombinedOutput()
 	_ = os.WriteFile(d.path("nexoctl-install.log"), out, 0o644)
 	d.logs["nexoctl-install"] = d.path("nexoctl-install.log")
@@ -290,14 +294,31 @@ func (d *demo) up(ctx context.Context) error {
 	d.progress("▸ starting nexo-operator and nexo-manager as local processes")
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
 	_ = os.WriteFile(d.path("license-vendor.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
-	kenv := []string{"KUBECONFIG=" + kubeconfig}
+	// Both run as the chart's own ServiceAccounts (TokenRequest tokens): the product's RBAC, not
+	// the admin's, decides what they may do.
+	asSA := func(name string) ([]string, error) {
+		saCfg, err := testcluster.ServiceAccountConfig(ctx, cfg, "nexo-system", name)
+		if err != nil {
+			return nil, err
+		}
+		path := d.path("kubeconfig-" + name)
+		return []string{"KUBECONFIG=" + path}, testcluster.WriteKubeconfig(path, name, saCfg)
+	}
+	opEnv, err := asSA("nexo-operator")
+	if err != nil {
+		return &stepErr{step: "token for the nexo-operator ServiceAccount", err: err}
+	}
+	mgrEnv, err := asSA("nexo-manager")
+	if err != nil {
+		return &stepErr{step: "token for the nexo-manager ServiceAccount", err: err}
+	}
 	opProbe, mgrProbe := freePort(), freePort()
 	// Leader election as in production: on a cluster that already runs an operator, this one waits.
-	if _, err := d.start("operator", kenv, "--leader-elect", "--operator-namespace=nexo-system", "--license-public-key="+d.path("license-vendor.pem"),
+	if _, err := d.start("operator", opEnv, "--leader-elect", "--operator-namespace=nexo-system", "--environment-id="+env.ID, "--license-public-key="+d.path("license-vendor.pem"),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", opProbe)); err != nil {
 		return &stepErr{step: "start nexo-operator", err: err}
 	}
-	if _, err := d.start("manager", kenv, "--token-file="+tokenFile, "--control-plane-url="+cpURL, "--trusted-keys-dir="+d.path("trusted-keys"),
+	if _, err := d.start("manager", mgrEnv, "--token-file="+tokenFile, "--control-plane-url="+cpURL, "--trusted-keys-dir="+d.path("trusted-keys"),
 		"--namespace=nexo-system", "--proxy-image=registry.example.com/nexo/proxy:0.2.0",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", mgrProbe)); err != nil {
 		return &stepErr{step: "start nexo-manager", err: err}
@@ -397,4 +418,10 @@ func trustKey(ctx context.Context, k8s client.Client, pub ed25519.PublicKey) err
 	}
 	sec.Data[entry] = signature.MarshalPublicKey(pub)
 	return k8s.Update(ctx, sec)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -74,11 +75,26 @@ func docs(path string) ([][]byte, error) {
 	return out, nil
 }
 
-// rbacRules reads the generated operator ClusterRole and leader-election Role rules.
-func rbacRules() (cluster, namespaced []rbacv1.PolicyRule, err error) {
-	ds, err := docs("config/rbac/role.yaml")
+// operatorRules are the operator's rules, split by where they are granted (docs/rbac.md).
+type operatorRules struct {
+	// workload is granted in the watched namespaces (cluster-wide when all are watched): Nexo
+	// kinds, their status, the proxies' children, and reading Secrets.
+	workload []rbacv1.PolicyRule
+	// secretCopies writes pull-Secret copies; only ever bound per namespace.
+	secretCopies []rbacv1.PolicyRule
+	// operatorNamespace is granted in the operator's own namespace.
+	operatorNamespace []rbacv1.PolicyRule
+}
+
+var secretWriteVerbs = []string{"create", "update", "patch", "delete"}
+
+// rbacRules reads the rules controller-gen generated from the markers and splits the Secret
+// rule: its write verbs move into secretCopies, so no ClusterRoleBinding ever grants them.
+func rbacRules() (operatorRules, error) {
+	var out operatorRules
+	ds, err := docs("config/rbac/generated/role.yaml")
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
 	for _, d := range ds {
 		var obj struct {
@@ -86,19 +102,71 @@ func rbacRules() (cluster, namespaced []rbacv1.PolicyRule, err error) {
 			Rules []rbacv1.PolicyRule `json:"rules"`
 		}
 		if err := yaml.Unmarshal(d, &obj); err != nil {
-			return nil, nil, err
+			return out, err
 		}
 		switch obj.Kind {
 		case "ClusterRole":
-			cluster = obj.Rules
+			for _, r := range obj.Rules {
+				if !slices.Equal(r.APIGroups, []string{""}) || !slices.Contains(r.Resources, "secrets") {
+					out.workload = append(out.workload, r)
+					continue
+				}
+				// controller-gen merges rules with equal verbs: take secrets out of this one.
+				if others := slices.DeleteFunc(slices.Clone(r.Resources), func(x string) bool { return x == "secrets" }); len(others) > 0 {
+					rest := r.DeepCopy()
+					rest.Resources = others
+					out.workload = append(out.workload, *rest)
+				}
+				read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+					Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return slices.Contains(secretWriteVerbs, v) })}
+				write := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+					Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return !slices.Contains(secretWriteVerbs, v) })}
+				out.workload = append(out.workload, read)
+				out.secretCopies = append(out.secretCopies, write)
+			}
 		case "Role":
-			namespaced = obj.Rules
+			out.operatorNamespace = obj.Rules
 		}
 	}
-	if cluster == nil || namespaced == nil {
-		return nil, nil, fmt.Errorf("config/rbac/role.yaml needs a ClusterRole and a Role; run make manifests")
+	if out.workload == nil || out.operatorNamespace == nil || out.secretCopies == nil {
+		return out, fmt.Errorf("config/rbac/generated/role.yaml needs a ClusterRole with a secrets rule and a Role; run make manifests")
 	}
-	return cluster, namespaced, nil
+	return out, nil
+}
+
+// writeKustomizeRBAC writes config/rbac/role.yaml: the split roles with the kustomize names.
+func writeKustomizeRBAC(r operatorRules) error {
+	doc := func(kind, name, ns string, rules []rbacv1.PolicyRule) (string, error) {
+		b, err := yaml.Marshal(rules)
+		if err != nil {
+			return "", err
+		}
+		meta := "  name: " + name + "\n"
+		if ns != "" {
+			meta += "  namespace: " + ns + "\n"
+		}
+		return "apiVersion: rbac.authorization.k8s.io/v1\nkind: " + kind + "\nmetadata:\n" + meta +
+			"  labels:\n    app.kubernetes.io/part-of: nexo-edge\nrules:\n" + string(b), nil
+	}
+	var parts []string
+	for _, d := range []struct {
+		kind, name, ns string
+		rules          []rbacv1.PolicyRule
+	}{
+		{"ClusterRole", "nexo-operator", "", r.workload},
+		{"ClusterRole", "nexo-operator-secret-copies", "", r.secretCopies},
+		{"Role", "nexo-operator", "nexo-system", r.operatorNamespace},
+	} {
+		s, err := doc(d.kind, d.name, d.ns, d.rules)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, s)
+	}
+	body := generatedHeader + "# The operator's roles, split from config/rbac/generated (docs/rbac.md). nexo-operator-secret-copies\n" +
+		"# is bound by a RoleBinding in each namespace where proxies may receive pull-Secret copies; never cluster-wide.\n" +
+		strings.Join(parts, "---\n")
+	return os.WriteFile("config/rbac/role.yaml", []byte(body), 0o644)
 }
 
 func crdFiles() ([]string, error) {
@@ -135,19 +203,27 @@ func chart() error {
 			return err
 		}
 	}
-	cluster, namespaced, err := rbacRules()
+	rules, err := rbacRules()
 	if err != nil {
 		return err
 	}
-	clusterYAML, err := yaml.Marshal(cluster)
+	if err := writeKustomizeRBAC(rules); err != nil {
+		return err
+	}
+	workloadYAML, err := yaml.Marshal(rules.workload)
 	if err != nil {
 		return err
 	}
-	nsYAML, err := yaml.Marshal(namespaced)
+	copiesYAML, err := yaml.Marshal(rules.secretCopies)
+	if err != nil {
+		return err
+	}
+	nsYAML, err := yaml.Marshal(rules.operatorNamespace)
 	if err != nil {
 		return err
 	}
 	role := generatedHeader + `# The operator's rules, generated from the kubebuilder RBAC markers (docs/rbac.md explains each).
+# Bound in operator.yaml: cluster-wide, or in each watched namespace when operator.watchNamespaces is set.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -155,7 +231,17 @@ metadata:
   labels:
     {{- include "nexo.labels" . | nindent 4 }}
 rules:
-` + string(clusterYAML) + `---
+` + string(workloadYAML) + `---
+# Writing pull-Secret copies: only ever bound by RoleBindings (watched namespaces, or
+# operator.secretCopyNamespaces when all namespaces are watched), never cluster-wide.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: nexo-operator-secret-copies-{{ .Release.Namespace }}
+  labels:
+    {{- include "nexo.labels" . | nindent 4 }}
+rules:
+` + string(copiesYAML) + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -166,6 +252,19 @@ metadata:
 rules:
 ` + string(nsYAML)
 	if err := os.WriteFile(filepath.Join(chartDir, "templates", "operator-clusterrole.yaml"), []byte(role), 0o644); err != nil {
+		return err
+	}
+	policy, err := os.ReadFile("config/admission/managed-objects.yaml")
+	if err != nil {
+		return err
+	}
+	const managerUser = "system:serviceaccount:nexo-system:nexo-manager"
+	if !bytes.Contains(policy, []byte(managerUser)) || bytes.Contains(policy, []byte("{{")) {
+		return fmt.Errorf("config/admission/managed-objects.yaml must name %s and contain no '{{'", managerUser)
+	}
+	vap := generatedHeader + "{{- if .Values.admissionPolicy.enabled }}\n" +
+		strings.ReplaceAll(string(policy), managerUser, "system:serviceaccount:{{ .Release.Namespace }}:nexo-manager") + "{{- end }}\n"
+	if err := os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644); err != nil {
 		return err
 	}
 	chartYAML := generatedHeader + `apiVersion: v2
@@ -258,6 +357,20 @@ func bundle() error {
 	}
 	out, err := yaml.Marshal(csv)
 	if err != nil {
+		return err
+	}
+	copies, err := rbacRules()
+	if err != nil {
+		return err
+	}
+	copiesYAML, err := yaml.Marshal(copies.secretCopies)
+	if err != nil {
+		return err
+	}
+	// Shipped unbound: an admin binds it with a RoleBinding in each namespace whose proxies may
+	// receive pull-Secret copies (docs/rbac.md). OLM would grant CSV rules cluster-wide.
+	copiesRole := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: nexo-operator-secret-copies\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\nrules:\n" + string(copiesYAML)
+	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-secret-copies_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(copiesRole), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(manifests, packageName+".clusterserviceversion.yaml"), out, 0o644); err != nil {
@@ -442,7 +555,7 @@ func buildCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
 	if err != nil {
 		return nil, err
 	}
-	cluster, namespaced, err := rbacRules()
+	rules, err := rbacRules()
 	if err != nil {
 		return nil, err
 	}
@@ -555,11 +668,13 @@ func buildCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
 						{Name: mgrDep.Name, Label: mgrDep.Labels, Spec: mgrDep.Spec},
 					},
 					ClusterPermissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
-						{ServiceAccountName: "nexo-operator", Rules: cluster},
+						// The Secret writes (pull-Secret copies) are not here: OLM would grant them cluster-wide.
+						// The bundle ships the nexo-operator-secret-copies ClusterRole for an admin to bind per namespace.
+						{ServiceAccountName: "nexo-operator", Rules: rules.workload},
 						{ServiceAccountName: "nexo-manager", Rules: mgrCluster},
 					},
 					Permissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
-						{ServiceAccountName: "nexo-operator", Rules: namespaced},
+						{ServiceAccountName: "nexo-operator", Rules: rules.operatorNamespace},
 						{ServiceAccountName: "nexo-manager", Rules: mgrNamespaced},
 					},
 				},

@@ -76,7 +76,7 @@ func serveCmd() *cobra.Command {
 			}
 			defer store.Close()
 			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default()}
-			srv := &http.Server{Addr: listen, Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			srv := controlplane.NewHTTPServer(listen, s.Handler())
 			go func() { <-cmd.Context().Done(); _ = srv.Shutdown(context.Background()) }()
 			slog.Info("control plane listening", "address", listen, "tls", cert != "", "signingKey", signature.KeyID(priv.Public().(ed25519.PublicKey)))
 			if cert != "" {

@@ -167,22 +167,26 @@ func TestSignAndVerify(t *testing.T) {
 	_ = os.WriteFile(pubFile, signature.MarshalPublicKey(pub), 0o644)
 	manifest := "apiVersion: nexo.io/v1alpha1\nkind: NexoRateLimit\nmetadata: {name: rl, namespace: shop}\nspec: {operationsPerSecond: 5}\n"
 
-	signed, errOut, code := run(t, manifest, "sign", "--key-file", keyFile, "-f", "-")
+	signed, errOut, code := run(t, manifest, "sign", "--key-file", keyFile, "--environment", "env0a1b2c3", "--revision", "3", "-f", "-")
 	if code != 0 || !strings.Contains(signed, signature.SignatureAnnotation) {
 		t.Fatalf("sign: exit %d %s\n%s", code, errOut, signed)
 	}
 	signedFile := filepath.Join(dir, "signed.yaml")
 	_ = os.WriteFile(signedFile, []byte(signed), 0o644)
-	if out, _, code := run(t, "", "verify", "--public-key-file", pubFile, "-f", signedFile); code != 0 || !strings.HasPrefix(out, "✔") {
+	if out, _, code := run(t, "", "verify", "--public-key-file", pubFile, "--environment", "env0a1b2c3", "-f", signedFile); code != 0 || !strings.HasPrefix(out, "✔") || !strings.Contains(out, "revision 3") {
 		t.Errorf("verify signed: exit %d %s", code, out)
 	}
+	// Signed for one environment, refused by another.
+	if out, _, code := run(t, "", "verify", "--public-key-file", pubFile, "--environment", "otherenv99", "-f", signedFile); code != 1 || !strings.Contains(out, "another environment") {
+		t.Errorf("verify for another environment: exit %d %s", code, out)
+	}
 	tampered := strings.Replace(signed, "operationsPerSecond: 5", "operationsPerSecond: 500", 1)
-	out, _, code := run(t, tampered, "verify", "--public-key-file", pubFile, "-f", "-", "-o", "json")
+	out, _, code := run(t, tampered, "verify", "--public-key-file", pubFile, "--environment", "env0a1b2c3", "-f", "-", "-o", "json")
 	var res struct{ Failed int }
 	if code != 1 || json.Unmarshal([]byte(out), &res) != nil || res.Failed != 1 {
 		t.Errorf("verify tampered: exit %d %s", code, out)
 	}
-	if _, errOut, code := run(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: y}\n", "sign", "--key-file", keyFile, "-f", "-"); code != 2 || !strings.Contains(errOut, "not a nexo.io object") {
+	if _, errOut, code := run(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: y}\n", "sign", "--key-file", keyFile, "--environment", "env0a1b2c3", "--revision", "1", "-f", "-"); code != 2 || !strings.Contains(errOut, "not a nexo.io object") {
 		t.Errorf("sign a ConfigMap: exit %d %q", code, errOut)
 	}
 }

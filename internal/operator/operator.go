@@ -47,6 +47,9 @@ type Config struct {
 	SkipNameValidation bool
 	// ProxyWorkers is how many NexoProxies reconcile concurrently (default 4).
 	ProxyWorkers int
+	// EnvironmentID is this installation's Control Plane environment: the audience every
+	// managed-resource signature must name. Without it, no signed object is accepted.
+	EnvironmentID string
 }
 
 // Scheme holds the built-in kinds and the nexo.io kinds.
@@ -125,7 +128,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := &controllers.TrustedKeys{Secret: types.NamespacedName{Namespace: cfg.OperatorNamespace, Name: cfg.TrustedKeysSecret}}
+	keys := &controllers.TrustedKeys{Secret: types.NamespacedName{Namespace: cfg.OperatorNamespace, Name: cfg.TrustedKeysSecret}, Audience: cfg.EnvironmentID}
 	if _, err := keys.Load(ctx, mgr.GetAPIReader()); err != nil {
 		return nil, nil, fmt.Errorf("load trusted keys from Secret %s: %w", keys.Secret, err)
 	}

@@ -5,6 +5,7 @@ package installcmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,6 +33,7 @@ import (
 	"github.com/nexo-io/nexo-edge/connecttoken"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/render"
 )
 
 // ReleaseName is the Helm release nexoctl manages.
@@ -41,16 +44,18 @@ const TokenSecret = "nexo-connect-token"
 
 // Summary is what `nexoctl install -o json` prints (never the token).
 type Summary struct {
-	Namespace     string   `json:"namespace"`
-	Release       string   `json:"release,omitempty"`
-	Action        string   `json:"action"` // installed, upgraded, secret-only (OLM), dry-run
-	ChartVersion  string   `json:"chartVersion"`
-	Environment   string   `json:"environment"`
-	TokenSecret   string   `json:"tokenSecret"`
-	SecretAction  string   `json:"secretAction"` // created, updated, unchanged, would-apply
-	OLM           bool     `json:"olm"`
-	Warnings      []string `json:"warnings,omitempty"`
-	RenderedBytes int      `json:"renderedBytes,omitempty"`
+	Namespace    string `json:"namespace"`
+	Release      string `json:"release,omitempty"`
+	Action       string `json:"action"` // installed, upgraded, secret-only (OLM), dry-run
+	ChartVersion string `json:"chartVersion"`
+	Environment  string `json:"environment"`
+	// RegistrySecrets are the shareable registry credentials installed ("name created|updated|unchanged").
+	RegistrySecrets []string `json:"registrySecrets,omitempty"`
+	TokenSecret     string   `json:"tokenSecret"`
+	SecretAction    string   `json:"secretAction"` // created, updated, unchanged, would-apply
+	OLM             bool     `json:"olm"`
+	Warnings        []string `json:"warnings,omitempty"`
+	RenderedBytes   int      `json:"renderedBytes,omitempty"`
 }
 
 // readToken reads and validates the token file before anything touches the cluster.
@@ -79,6 +84,7 @@ func readToken(o *cliopts.Options, file string) (token string, warnings []string
 // NewCmd builds `nexoctl install`.
 func NewCmd(o *cliopts.Options) *cobra.Command {
 	var tokenFile string
+	var registryArgs []string
 	var valueOpts values.Options
 	var dryRun, wait bool
 	var timeout time.Duration
@@ -112,7 +118,11 @@ is installed. Re-running is safe.`,
 			for _, w := range warnings {
 				fmt.Fprintln(o.Err, "warning:", w)
 			}
-			if err := install(cmd.Context(), o, cfg, ns, token, &valueOpts, dryRun, wait, timeout, &s); err != nil {
+			registry, err := parseRegistrySecrets(registryArgs)
+			if err != nil {
+				return err
+			}
+			if err := install(cmd.Context(), o, cfg, ns, token, registry, &valueOpts, dryRun, wait, timeout, &s); err != nil {
 				return err
 			}
 			if o.Output != cliopts.OutputText {
@@ -134,6 +144,7 @@ is installed. Re-running is safe.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the connect token from the Control Plane (- reads stdin)")
 	f.StringSliceVarP(&valueOpts.ValueFiles, "values", "f", nil, "Helm values files")
 	f.StringArrayVar(&valueOpts.Values, "set", nil, "Helm values on the command line (key=value)")
+	f.StringArrayVar(&registryArgs, "registry-secret", nil, "NAME=FILE: create or update a registry credential Secret (type kubernetes.io/dockerconfigjson, FILE is a .dockerconfigjson) that NexoDeploymentProfiles may name in imagePullSecrets; repeatable. Only Secrets marked this way are ever copied into proxy namespaces")
 	f.BoolVar(&dryRun, "dry-run", false, "print the manifests that would be applied (never the token); change nothing")
 	f.BoolVar(&wait, "wait", false, "wait until the Deployments are available")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
@@ -152,7 +163,7 @@ func helmConfig(o *cliopts.Options, ns string) (*action.Configuration, *cli.EnvS
 	return cfg, settings, nil
 }
 
-func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, token string, valueOpts *values.Options, dryRun, wait bool, timeout time.Duration, s *Summary) error {
+func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, token string, registrySecrets []registrySecret, valueOpts *values.Options, dryRun, wait bool, timeout time.Duration, s *Summary) error {
 	penv, err := preflight.NewClusterEnv(cfg, ns)
 	if err != nil {
 		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
@@ -177,6 +188,10 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	if err != nil {
 		return cliopts.Fail(cliopts.ExitCannot, "values: %v", err)
 	}
+	// The operator accepts signed manifests only for its own environment: the one in the token.
+	if env, _ := connecttoken.Parse(token); vals["environmentID"] == nil || vals["environmentID"] == "" {
+		vals["environmentID"] = env
+	}
 	chart, err := charts.NexoEdge()
 	if err != nil {
 		return err
@@ -197,6 +212,18 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	}
 	if err := ensureNamespace(ctx, penv.Client, ns); err != nil {
 		return err
+	}
+	// The Secrets come first: a first install with --wait waits for a Manager that mounts the
+	// token, which could never become ready if the Secret were created after Helm returned.
+	if s.SecretAction, err = applyTokenSecret(ctx, penv.Client, ns, token); err != nil {
+		return err
+	}
+	for _, rs := range registrySecrets {
+		action, err := applyRegistrySecret(ctx, penv.Client, ns, rs)
+		if err != nil {
+			return err
+		}
+		s.RegistrySecrets = append(s.RegistrySecrets, rs.name+" "+action)
 	}
 	if olm {
 		s.OLM, s.Action = true, "secret-only"
@@ -220,8 +247,7 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 		}
 		s.Release = ReleaseName
 	}
-	s.SecretAction, err = applyTokenSecret(ctx, penv.Client, ns, token)
-	return err
+	return nil
 }
 
 // installedByOLM reports whether a ClusterServiceVersion of the nexo-operator package exists.
@@ -332,4 +358,73 @@ func NewUninstallCmd(o *cliopts.Options) *cobra.Command {
 	cmd.Flags().BoolVar(&deleteCRDs, "delete-crds", false, "also delete the 24 CRDs and with them every Nexo object")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
+}
+
+// registrySecret is one --registry-secret NAME=FILE.
+type registrySecret struct {
+	name string
+	data []byte
+}
+
+func parseRegistrySecrets(args []string) ([]registrySecret, error) {
+	var out []registrySecret
+	for _, a := range args {
+		name, file, ok := strings.Cut(a, "=")
+		if !ok || name == "" || file == "" {
+			return nil, cliopts.Fail(cliopts.ExitCannot, "--registry-secret %q: want NAME=FILE, for example --registry-secret nexo-registry=$HOME/.docker/config.json", a)
+		}
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return nil, cliopts.Fail(cliopts.ExitCannot, "--registry-secret %s: not a valid Secret name: %s", name, strings.Join(errs, "; "))
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, cliopts.Fail(cliopts.ExitCannot, "--registry-secret %s: %v", name, err)
+		}
+		var cfg struct {
+			Auths map[string]json.RawMessage `json:"auths"`
+		}
+		if err := json.Unmarshal(data, &cfg); err != nil || len(cfg.Auths) == 0 {
+			return nil, cliopts.Fail(cliopts.ExitCannot, "--registry-secret %s: %s is not a Docker config JSON with an \"auths\" object", name, file)
+		}
+		out = append(out, registrySecret{name: name, data: data})
+	}
+	return out, nil
+}
+
+// applyRegistrySecret creates or updates a shareable registry credential: type
+// kubernetes.io/dockerconfigjson with the registry-credential label, the only kind of Secret the
+// operator copies into proxy namespaces. An existing Secret of another type is left alone.
+func applyRegistrySecret(ctx context.Context, c client.Client, ns string, rs registrySecret) (string, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rs.name}, s)
+	labels := map[string]string{"app.kubernetes.io/part-of": "nexo-edge", render.RegistryCredentialLabel: "true"}
+	switch {
+	case apierrors.IsNotFound(err):
+		s = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: rs.name, Namespace: ns, Labels: labels},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: rs.data},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return "", cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, rs.name, apierrors.ReasonForError(err))
+		}
+		return "created", nil
+	case err != nil:
+		return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s/%s: %s", ns, rs.name, apierrors.ReasonForError(err))
+	case s.Type != corev1.SecretTypeDockerConfigJson:
+		return "", cliopts.Fail(cliopts.ExitFailed, "Secret %s/%s exists with type %s; a registry credential must be %s: choose another name or delete it", ns, rs.name, s.Type, corev1.SecretTypeDockerConfigJson)
+	case string(s.Data[corev1.DockerConfigJsonKey]) == string(rs.data) && s.Labels[render.RegistryCredentialLabel] == "true":
+		return "unchanged", nil
+	}
+	s.Data = map[string][]byte{corev1.DockerConfigJsonKey: rs.data}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		s.Labels[k] = v
+	}
+	if err := c.Update(ctx, s); err != nil {
+		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, rs.name, apierrors.ReasonForError(err))
+	}
+	return "updated", nil
 }

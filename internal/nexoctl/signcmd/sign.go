@@ -58,11 +58,15 @@ func readManifests(o *cliopts.Options, file string) ([]*unstructured.Unstructure
 
 // NewSignCmd builds `nexoctl sign`.
 func NewSignCmd(o *cliopts.Options) *cobra.Command {
-	var keyFile, file string
+	var keyFile, file, audience string
+	var revision int64
 	cmd := &cobra.Command{
-		Use:     "sign --key-file KEY -f FILE",
-		Short:   "Sign Nexo manifests as Control-Plane managed (prints the signed YAML)",
-		Example: "  nexoctl sign --key-file cp.key -f proxy.yaml > proxy.signed.yaml",
+		Use:   "sign --key-file KEY --environment ENV --revision N -f FILE",
+		Short: "Sign Nexo manifests as Control-Plane managed (prints the signed YAML)",
+		Long: "Sign Nexo manifests for one environment (the audience; only an operator of that environment accepts them)\n" +
+			"at a revision: an operator refuses a manifest whose revision is lower than the last one it accepted for the object,\n" +
+			"so give every re-signed change a higher revision (a timestamp such as $(date +%s) works).",
+		Example: "  nexoctl sign --key-file cp.key --environment 0a1b2c3d4e5f --revision $(date +%s) -f proxy.yaml > proxy.signed.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := os.ReadFile(keyFile)
@@ -79,7 +83,7 @@ func NewSignCmd(o *cliopts.Options) *cobra.Command {
 			}
 			var buf bytes.Buffer
 			for _, u := range objs {
-				if err := signature.Sign(u, priv); err != nil {
+				if err := signature.Sign(u, priv, signature.Claims{Audience: audience, Revision: revision}); err != nil {
 					return cliopts.Fail(cliopts.ExitCannot, "sign %s %s: %v", u.GetKind(), u.GetName(), err)
 				}
 				b, err := yaml.Marshal(u.Object)
@@ -96,6 +100,10 @@ func NewSignCmd(o *cliopts.Options) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "ed25519 private key, PEM (PKCS#8)")
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifests to sign; - reads stdin")
+	cmd.Flags().StringVar(&audience, "environment", "", "environment id the manifests are for (the signature's audience)")
+	cmd.Flags().Int64Var(&revision, "revision", 0, "signature revision, at least 1 and higher than any earlier signature of the same objects")
+	_ = cmd.MarkFlagRequired("environment")
+	_ = cmd.MarkFlagRequired("revision")
 	_ = cmd.MarkFlagRequired("key-file")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
@@ -113,11 +121,11 @@ type VerifyResult struct {
 // NewVerifyCmd builds `nexoctl verify`.
 func NewVerifyCmd(o *cliopts.Options) *cobra.Command {
 	var keyFiles []string
-	var file string
+	var file, audience string
 	cmd := &cobra.Command{
-		Use:     "verify --public-key-file PUB -f FILE",
-		Short:   "Verify the signatures of Nexo manifests",
-		Example: "  nexoctl verify --public-key-file cp.pub -f proxy.signed.yaml",
+		Use:     "verify --public-key-file PUB --environment ENV -f FILE",
+		Short:   "Verify the signatures of Nexo manifests for an environment",
+		Example: "  nexoctl verify --public-key-file cp.pub --environment 0a1b2c3d4e5f -f proxy.signed.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.ValidateOutput(); err != nil {
@@ -142,8 +150,10 @@ func NewVerifyCmd(o *cliopts.Options) *cobra.Command {
 			var results []VerifyResult
 			failed := 0
 			for _, u := range objs {
-				r := VerifyResult{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Valid: true, Message: "signed by trusted key " + u.GetAnnotations()[signature.KeyIDAnnotation]}
-				if err := signature.Verify(u, trusted); err != nil {
+				r := VerifyResult{Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Valid: true}
+				signed, err := signature.Verify(u, trusted, audience)
+				r.Message = fmt.Sprintf("signed by trusted key %s for environment %s, revision %d", signed.KeyID, signed.Audience, signed.Revision)
+				if err != nil {
 					r.Valid, r.Message = false, err.Error()
 					failed++
 				}
@@ -168,6 +178,8 @@ func NewVerifyCmd(o *cliopts.Options) *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&keyFiles, "public-key-file", nil, "trusted ed25519 public keys (PEM or base64), repeatable")
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifests to verify; - reads stdin")
+	cmd.Flags().StringVar(&audience, "environment", "", "environment id the manifests must be signed for")
+	_ = cmd.MarkFlagRequired("environment")
 	_ = cmd.MarkFlagRequired("public-key-file")
 	_ = cmd.MarkFlagRequired("filename")
 	return cmd
