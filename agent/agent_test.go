@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -37,6 +38,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/preflight"
 	"github.com/nexo-io/nexo-edge/protocol"
@@ -48,13 +50,19 @@ const adminToken = "admin"
 
 var (
 	cluster *testcluster.Cluster
-	k8s     client.Client
-	cp      *controlPlane
-	logs    bytes.Buffer
-	logsMu  sync.Mutex
-	token   string
-	envID   string
-	cpPub   ed25519.PublicKey
+	k8s     client.Client // admin: sets the cluster up and inspects it
+	// managerConfig, managerClient act as the chart's nexo-manager ServiceAccount: the Manager
+	// under test has exactly the product's rights.
+	managerConfig *rest.Config
+	managerClient client.Client
+	cp            *controlPlane
+	logs          bytes.Buffer
+	logsMu        sync.Mutex
+	token         string
+	envID         string
+	cpPub         ed25519.PublicKey
+	// cpKeyForTests is the reference Control Plane's signing key, for crafted commands.
+	cpKeyForTests ed25519.PrivateKey
 )
 
 // controlPlane is the real reference Control Plane behind a switch that can make acks fail.
@@ -103,6 +111,7 @@ func run(m *testing.M) int {
 
 	var cpKey, vendorKey ed25519.PrivateKey
 	cpPub, cpKey, _ = ed25519.GenerateKey(rand.Reader)
+	cpKeyForTests = cpKey
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
 	for _, ns := range []string{"nexo-system", "shop"} {
 		_ = k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -159,10 +168,27 @@ func run(m *testing.M) int {
 	var env controlplane.NewEnvironment
 	cp.admin("POST", "/admin/environments", map[string]string{"name": "agent-test"}, &env)
 	token, envID = env.Token, env.ID
+	// Installed by the chart (for this environment), with its admission policy; the operator and
+	// the Manager run as its ServiceAccounts.
+	if err := testinstall.Chart(cluster, "nexo-system", testinstall.Values(envID, nil, map[string]any{
+		"operator": map[string]any{"secretCopyNamespaces": []any{"shop"}}})); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	opConfig, err := testinstall.Operator(ctx, cluster)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if managerConfig, err = testinstall.Manager(ctx, cluster); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	managerClient, _ = client.New(managerConfig, client.Options{Scheme: s})
 	// The operator accepts signatures for this environment only.
 	opCtx, stopOp := context.WithCancel(ctx)
 	defer stopOp()
-	mgr, _, err := operator.New(opCtx, cluster.Config, operator.Config{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "nexo-system",
+	mgr, _, err := operator.New(opCtx, opConfig, operator.Config{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "nexo-system",
 		TrustedKeysSecret: "nexo-trusted-keys", LicenseKeyFiles: []string{keyFile}, SkipNameValidation: true, EnvironmentID: envID})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -177,7 +203,7 @@ func newAgent(t *testing.T, opts ...func(*agent.Config)) *agent.Agent {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	_ = os.WriteFile(tokenFile, []byte(token), 0o400)
-	d, _ := discovery.NewDiscoveryClientForConfig(cluster.Config)
+	d, _ := discovery.NewDiscoveryClientForConfig(managerConfig)
 	log := funcr.New(func(prefix, args string) {
 		logsMu.Lock()
 		defer logsMu.Unlock()
@@ -191,7 +217,7 @@ func newAgent(t *testing.T, opts ...func(*agent.Config)) *agent.Agent {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return agent.New(cfg, k8s, d)
+	return agent.New(cfg, managerClient, d)
 }
 
 func enqueue(t *testing.T, c protocol.Command) string {

@@ -27,6 +27,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
@@ -51,6 +52,9 @@ var (
 	cpKey     ed25519.PrivateKey // the test Control Plane's signing key
 	vendorKey ed25519.PrivateKey // the test license vendor key
 	op        *runningOperator
+	// operatorConfig authenticates as the chart's nexo-operator ServiceAccount: the operator under
+	// test has exactly the rights a namespaced install gives it.
+	operatorConfig *rest.Config
 )
 
 // runningOperator is the operator under test, in-process, behind a transport that counts
@@ -87,7 +91,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 func startOperator(licenseKeyFile string) (*runningOperator, error) {
 	o := &runningOperator{done: make(chan error, 1)}
-	cfg := rest.CopyConfig(cluster.Config)
+	cfg := rest.CopyConfig(operatorConfig) // the chart's nexo-operator ServiceAccount
 	cfg.Wrap(o.countingTransport)
 	ctx, cancel := context.WithCancel(context.Background())
 	o.cancel = cancel
@@ -177,6 +181,16 @@ func run(m *testing.M) (int, error) {
 		if err := k8s.Create(ctx, s); err != nil {
 			return 1, err
 		}
+	}
+	// Installed as a user installs it: the chart, watching exactly these namespaces. The admission
+	// policy is left out here, so the tests can tamper with managed objects as an admin and see
+	// the operator's own defence hold (test/security covers the policy).
+	if err := testinstall.Chart(cluster, operatorNamespace, testinstall.Values(environmentID, watched,
+		map[string]any{"admissionPolicy": map[string]any{"enabled": false}, "manager": map[string]any{"enabled": false}})); err != nil {
+		return 1, err
+	}
+	if operatorConfig, err = testinstall.Operator(ctx, cluster); err != nil {
+		return 1, err
 	}
 	if op, err = startOperator(keyFile); err != nil {
 		return 1, err

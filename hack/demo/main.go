@@ -274,6 +274,8 @@ func (d *demo) up(ctx context.Context) error {
 		return &stepErr{step: "trust the Control Plane key", err: err}
 	}
 	for _, o := range []client.Object{
+		// The proxies' namespace: the chart binds the operator's pull-Secret copy rights there.
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
 		// A registry credential marked shareable, as `nexoctl install --registry-secret` does.
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`)}},

@@ -1,0 +1,278 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nexo-io/nexo-edge/agent"
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+// craftedCP answers every heartbeat with cmds (a compromised or buggy Control Plane) and records
+// the acknowledgements.
+type craftedCP struct {
+	*httptest.Server
+	mu   sync.Mutex
+	cmds []protocol.Command
+	acks map[string][]protocol.Ack
+	body []byte // when set, the raw heartbeat answer
+}
+
+func newCraftedCP(t *testing.T, cmds ...protocol.Command) *craftedCP {
+	c := &craftedCP{cmds: cmds, acks: map[string][]protocol.Ack{}}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/ack") {
+			var a protocol.Ack
+			_ = json.NewDecoder(r.Body).Decode(&a)
+			id := strings.Split(r.URL.Path, "/")[3]
+			c.acks[id] = append(c.acks[id], a)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if c.body != nil {
+			_, _ = w.Write(c.body)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(protocol.HeartbeatResponse{NextHeartbeatSeconds: 1, Commands: c.cmds})
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *craftedCP) lastAck(id string) protocol.Ack {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a := c.acks[id]; len(a) > 0 {
+		return a[len(a)-1]
+	}
+	return protocol.Ack{}
+}
+
+// signedManifest signs a NexoRateLimit the way the Control Plane does, for this environment.
+func signedManifest(t *testing.T, name string, spec map[string]any, labels map[string]any, rev int64) json.RawMessage {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nexo.io/v1alpha1", "kind": "NexoRateLimit",
+		"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": spec}}
+	if labels != nil {
+		u.SetLabels(toStrings(labels))
+	}
+	if err := signature.Sign(u, cpKeyForTests, signature.Claims{Audience: envID, Revision: rev}); err != nil {
+		t.Fatal(err)
+	}
+	if labels == nil { // Sign adds the managed-by label; a manifest without labels is the case under test
+		u.SetLabels(nil)
+	}
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func toStrings(m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = fmt.Sprint(v)
+	}
+	return out
+}
+
+// TestSignedManifestWithoutLabelsIsApplied: a correctly signed manifest with no labels at all
+// once panicked the Manager (assignment to a nil map) before it acknowledged, so the command was
+// redelivered forever. It is applied and acknowledged.
+func TestSignedManifestWithoutLabelsIsApplied(t *testing.T) {
+	cmd := protocol.Command{ID: "no-labels", Type: protocol.Deploy, Namespaces: []string{"shop"},
+		Manifests: []json.RawMessage{signedManifest(t, "no-labels", map[string]any{"operationsPerSecond": int64(4)}, nil, 1)}}
+	cp := newCraftedCP(t, cmd)
+	round(t, newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = cp.URL }))
+	if ack := cp.lastAck("no-labels"); ack.Status != protocol.Applied {
+		t.Fatalf("ack %+v", ack)
+	}
+	got := &nexov1alpha1.NexoRateLimit{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "no-labels"}, got); err != nil || got.Labels[agent.OwnerLabel] != "env-"+envID {
+		t.Fatalf("applied object %v (%v)", got.Labels, err)
+	}
+}
+
+// TestDeployIsAllOrNothing: the third manifest of a deploy is valid for the Manager's checks but
+// refused by the API server (burst below operationsPerSecond): nothing is written, not even the
+// first two, and the acknowledgement says which one and why.
+func TestDeployIsAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	cmd := protocol.Command{ID: "all-or-nothing", Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{
+		signedManifest(t, "aon-1", map[string]any{"operationsPerSecond": int64(4)}, map[string]any{}, 1),
+		signedManifest(t, "aon-2", map[string]any{"operationsPerSecond": int64(5)}, map[string]any{}, 1),
+		signedManifest(t, "aon-3", map[string]any{"operationsPerSecond": int64(50), "burst": int64(2)}, map[string]any{}, 1),
+	}}
+	cp := newCraftedCP(t, cmd)
+	round(t, newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = cp.URL }))
+	ack := cp.lastAck("all-or-nothing")
+	if ack.Status != protocol.Failed || !strings.Contains(ack.Message, "aon-3") || !strings.Contains(ack.Message, "nothing was applied") {
+		t.Fatalf("ack %+v", ack)
+	}
+	for _, name := range []string{"aon-1", "aon-2", "aon-3"} {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, &nexov1alpha1.NexoRateLimit{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s was written (%v)", name, err)
+		}
+	}
+}
+
+// TestOlderRevisionIsRefused: once revision 5 of an object is applied, a deploy carrying revision
+// 3 of it (validly signed: an old command replayed) fails and changes nothing.
+func TestOlderRevisionIsRefused(t *testing.T) {
+	ctx := context.Background()
+	newer := protocol.Command{ID: "rev-5", Type: protocol.Deploy, Namespaces: []string{"shop"},
+		Manifests: []json.RawMessage{signedManifest(t, "revisioned", map[string]any{"operationsPerSecond": int64(9)}, map[string]any{}, 5)}}
+	older := protocol.Command{ID: "rev-3", Type: protocol.Deploy, Namespaces: []string{"shop"},
+		Manifests: []json.RawMessage{signedManifest(t, "revisioned", map[string]any{"operationsPerSecond": int64(1)}, map[string]any{}, 3)}}
+	cp := newCraftedCP(t, newer, older)
+	round(t, newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = cp.URL }))
+	if ack := cp.lastAck("rev-5"); ack.Status != protocol.Applied {
+		t.Fatalf("revision 5: %+v", ack)
+	}
+	if ack := cp.lastAck("rev-3"); ack.Status != protocol.Failed || !strings.Contains(ack.Message, "older") {
+		t.Fatalf("revision 3 after 5: %+v", ack)
+	}
+	got := &nexov1alpha1.NexoRateLimit{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "revisioned"}, got); err != nil || got.Spec.OperationsPerSecond != 9 {
+		t.Fatalf("object after the replay: %+v (%v)", got.Spec, err)
+	}
+}
+
+// TestOversizedAnswerIsRefused: a 64 MiB heartbeat answer is refused after the first 12 MiB,
+// without decoding it, and the round fails with a clear error.
+func TestOversizedAnswerIsRefused(t *testing.T) {
+	cp := newCraftedCP(t)
+	cp.body = append([]byte(`{"commands":[],"padding":"`), bytes.Repeat([]byte("x"), 64<<20)...)
+	a := newAgent(t, func(c *agent.Config) {
+		c.ControlPlaneURL = cp.URL
+		c.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	})
+	_, err := a.Round(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("64 MiB answer: %v", err)
+	}
+}
+
+// TestRedeliveryAfterALostRecordIsIdempotent states the delivery guarantee: the Manager records a
+// command's outcome before acknowledging it, but a kill -9 between applying and recording loses
+// the record, and the Control Plane redelivers. The command is then applied again, and that is
+// harmless: a deploy is a server-side apply of the same signed manifests (no change, no new
+// resourceVersion), a rollout sets the same image, an uninstall of a deleted proxy is "already
+// gone". Delivery is at-least-once with idempotent commands.
+func TestRedeliveryAfterALostRecordIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	cmd := protocol.Command{ID: "redelivered", Type: protocol.Deploy, Namespaces: []string{"shop"},
+		Manifests: []json.RawMessage{signedManifest(t, "redelivered", map[string]any{"operationsPerSecond": int64(6)}, map[string]any{}, 1)}}
+	cp := newCraftedCP(t, cmd)
+	a := newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = cp.URL })
+	round(t, a)
+	first := &nexov1alpha1.NexoRateLimit{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "redelivered"}, first); err != nil {
+		t.Fatal(err)
+	}
+	// The crash: the record of the outcome is lost.
+	state := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: agent.StateConfigMap}, state); err != nil {
+		t.Fatal(err)
+	}
+	delete(state.Data, "redelivered")
+	if err := k8s.Update(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	round(t, newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = cp.URL }))
+	again := &nexov1alpha1.NexoRateLimit{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "redelivered"}, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != first.ResourceVersion || again.Generation != first.Generation {
+		t.Errorf("re-applying the same command changed the object: resourceVersion %s → %s", first.ResourceVersion, again.ResourceVersion)
+	}
+	cp.mu.Lock()
+	acks := cp.acks["redelivered"]
+	cp.mu.Unlock()
+	if len(acks) != 2 || acks[0].Status != protocol.Applied || acks[1].Status != protocol.Applied {
+		t.Errorf("acks %+v", acks)
+	}
+}
+
+// TestOneActiveManager: two Managers contend for the Lease as the chart's ServiceAccount; only
+// one runs at a time, and when it stops the other takes over.
+func TestOneActiveManager(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(managerConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timings := agent.LeaseTimings{Duration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond}
+	var mu sync.Mutex
+	active, maxActive := 0, 0
+	started := make(chan string, 2)
+	cancels := map[string]context.CancelFunc{}
+	for _, id := range []string{"manager-a", "manager-b"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[id] = cancel
+		go agent.RunElected(ctx, cs, "nexo-system", id, timings, logr.Discard(), func(ctx context.Context) {
+			mu.Lock()
+			active++
+			maxActive = max(maxActive, active)
+			mu.Unlock()
+			started <- id
+			<-ctx.Done()
+			mu.Lock()
+			active--
+			mu.Unlock()
+		})
+	}
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	var first string
+	select {
+	case first = <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no Manager became active")
+	}
+	time.Sleep(2 * timings.Duration) // the other must stay passive
+	mu.Lock()
+	if maxActive != 1 {
+		t.Fatalf("%d Managers active at once", maxActive)
+	}
+	mu.Unlock()
+	begin := time.Now()
+	cancels[first]() // the active one stops (releases the Lease)
+	select {
+	case second := <-started:
+		if second == first {
+			t.Fatalf("%s started twice", first)
+		}
+		t.Logf("%s took over %s after %s stopped", second, time.Since(begin).Round(time.Millisecond), first)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second Manager never took over")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if maxActive != 1 {
+		t.Fatalf("%d Managers active at once", maxActive)
+	}
+}

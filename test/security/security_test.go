@@ -1,0 +1,317 @@
+// Package security_test checks the trust boundaries of PRODUCT §7 on a real API server, with
+// the product installed by its own chart: the effective permissions of its ServiceAccounts
+// (SubjectAccessReview against docs/rbac.md), the admission policy that reserves managed objects
+// to the Manager, and the Manager working under its own RBAC.
+package security_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/nexo-io/nexo-edge/agent"
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+var (
+	cluster *testcluster.Cluster
+	admin   client.Client
+	// namespaced is installed in nexo-system watching only shop; wide in nexo-wide watching all
+	// namespaces, with pull-Secret copies allowed in shop.
+	namespaced = install{release: testinstall.Namespace, watched: []string{"shop"}}
+	wide       = install{release: "nexo-wide", copies: []string{"shop"}}
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	var err error
+	cluster, err = testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Envtest, CRDDirectoryPaths: []string{testcluster.CRDDir()}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cluster.Stop()
+	s := operator.Scheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	if admin, err = client.New(cluster.Config, client.Options{Scheme: s}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, ns := range []string{"shop", "elsewhere"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if err := testinstall.Chart(cluster, namespaced.release, testinstall.Values("0123456789ab", namespaced.watched, nil)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := testinstall.Chart(cluster, wide.release, testinstall.Values("ba9876543210", nil, map[string]any{
+		"operator":        map[string]any{"secretCopyNamespaces": []any{"shop"}},
+		"admissionPolicy": map[string]any{"enabled": false}, // one policy per cluster: the first install's
+	})); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// TestEffectivePermissionsMatchTheDocs: what the chart's ServiceAccounts may do, asked of the
+// API server for every served resource, verb and namespace, is exactly docs/rbac.md's table, in
+// both install modes. In particular no install grants a Secret write cluster-wide, and the
+// Manager writes no status and deletes nothing but NexoProxies.
+func TestEffectivePermissionsMatchTheDocs(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := docRules(t)
+	resources := servedResources(t, cs)
+	for _, in := range []install{namespaced, wide} {
+		for _, who := range []string{"operator", "manager"} {
+			t.Run(in.release+"/"+who, func(t *testing.T) { checkMatrix(t, cs, rules, in, who, resources) })
+		}
+	}
+}
+
+// asUser is a client for a plain user bound to namespace-scoped edit rights on Nexo objects and
+// Secrets in ns (the tenant), or with no rights when ns is "".
+func asTenant(t *testing.T, ns string) client.Client {
+	t.Helper()
+	ctx := context.Background()
+	user := "tenant-of-" + ns
+	for _, o := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"nexo.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+		}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-edit"},
+			Subjects: []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: rbacv1.GroupName}}},
+	} {
+		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return clientFor(t, func() (*rest.Config, error) { return cluster.UserConfig(user) })
+}
+
+func clientFor(t *testing.T, cfg func() (*rest.Config, error)) client.Client {
+	t.Helper()
+	c, err := cfg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.New(c, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func managerClient(t *testing.T) client.Client {
+	return clientFor(t, func() (*rest.Config, error) { return testinstall.Manager(context.Background(), cluster) })
+}
+
+func rateLimit(name string) *nexov1alpha1.NexoRateLimit {
+	return &nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+		Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 5, Burst: 10}}
+}
+
+func signed(t *testing.T, key ed25519.PrivateKey, rl *nexov1alpha1.NexoRateLimit, rev int64) *nexov1alpha1.NexoRateLimit {
+	t.Helper()
+	if err := signature.Sign(rl, key, signature.Claims{Audience: "0123456789ab", Revision: rev}); err != nil {
+		t.Fatal(err)
+	}
+	return rl
+}
+
+// TestOnlyTheManagerChangesManagedObjects: the ValidatingAdmissionPolicy the chart ships lets
+// the Manager create and change a managed object, and refuses the tenant, and even a cluster
+// admin, creating a managed object, editing its spec, dropping its managed-by label or its
+// signature; unmanaged objects stay editable, a managed one deletable.
+func TestOnlyTheManagerChangesManagedObjects(t *testing.T) {
+	ctx := context.Background()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	tenant := asTenant(t, "shop")
+	mgr := managerClient(t)
+
+	// The policy is loaded asynchronously after install: wait until it refuses.
+	forged := signed(t, key, rateLimit("forged"), 1)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := tenant.Create(ctx, forged.DeepCopy())
+		if err == nil {
+			_ = admin.Delete(ctx, forged.DeepCopy())
+			return false, nil
+		}
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), nil
+	}); err != nil {
+		t.Fatal("the admission policy never refused a tenant creating a managed object")
+	}
+	err := tenant.Create(ctx, forged.DeepCopy())
+	if err == nil || !strings.Contains(err.Error(), "only the Nexo Manager may create, change or un-manage it") || !strings.Contains(err.Error(), "tenant-of-shop") {
+		t.Fatalf("tenant creating a managed object: %v", err)
+	}
+
+	managed := signed(t, key, rateLimit("managed"), 1)
+	if err := mgr.Create(ctx, managed); err != nil {
+		t.Fatalf("the Manager creating a managed object: %v", err)
+	}
+	for name, edit := range map[string]func(*nexov1alpha1.NexoRateLimit){
+		"edit the spec":              func(o *nexov1alpha1.NexoRateLimit) { o.Spec.OperationsPerSecond = 500; o.Spec.Burst = 500 },
+		"drop the managed-by label":  func(o *nexov1alpha1.NexoRateLimit) { delete(o.Labels, signature.ManagedByLabel) },
+		"drop the signature":         func(o *nexov1alpha1.NexoRateLimit) { o.Annotations = nil },
+		"drop label and signature":   func(o *nexov1alpha1.NexoRateLimit) { o.Labels, o.Annotations = nil, nil },
+		"re-point the signing key":   func(o *nexov1alpha1.NexoRateLimit) { o.Annotations[signature.KeyIDAnnotation] = "0000000000000000" },
+		"add an unrelated label too": func(o *nexov1alpha1.NexoRateLimit) { o.Labels["team"] = "x" },
+	} {
+		for who, c := range map[string]client.Client{"tenant": tenant, "cluster admin": admin} {
+			o := &nexov1alpha1.NexoRateLimit{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(managed), o); err != nil {
+				t.Fatal(err)
+			}
+			edit(o)
+			if err := c.Update(ctx, o); err == nil || !strings.Contains(err.Error(), "only the Nexo Manager") {
+				t.Errorf("%s could %s of a managed object: %v", who, name, err)
+			}
+		}
+	}
+	// The Manager may change it (a new signed revision).
+	o := &nexov1alpha1.NexoRateLimit{}
+	if err := mgr.Get(ctx, client.ObjectKeyFromObject(managed), o); err != nil {
+		t.Fatal(err)
+	}
+	before := o.DeepCopy()
+	o.Spec.OperationsPerSecond, o.Spec.Burst = 7, 14
+	if err := mgr.Patch(ctx, signed(t, key, o, 2), client.MergeFrom(before)); err != nil {
+		t.Errorf("the Manager changing a managed object: %v", err)
+	}
+	// Unmanaged objects are the tenant's to edit; a managed one may still be deleted.
+	plain := rateLimit("plain")
+	if err := tenant.Create(ctx, plain); err != nil {
+		t.Fatalf("tenant creating an unmanaged object: %v", err)
+	}
+	plain.Spec.OperationsPerSecond, plain.Spec.Burst = 6, 12
+	if err := tenant.Update(ctx, plain); err != nil {
+		t.Errorf("tenant editing an unmanaged object: %v", err)
+	}
+	if err := tenant.Delete(ctx, o); err != nil {
+		t.Errorf("tenant deleting a managed object: %v", err)
+	}
+	// The tenant still cannot read the operator namespace's Secrets.
+	if err := tenant.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: "nexo-connect-token"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Errorf("tenant reading a Secret of the operator namespace: %v, want Forbidden", err)
+	}
+}
+
+// TestManagerWorksUnderItsOwnRBAC runs the Manager as the chart's nexo-manager ServiceAccount
+// against the reference Control Plane: heartbeat with inventory, a deploy (dry run first, then
+// apply, through the admission policy), a rollout, an uninstall, and the Lease.
+func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
+	ctx := context.Background()
+	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
+	store, err := controlplane.Open(filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	const adminToken = "security-test-admin-token"
+	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+	defer srv.Close()
+	api := controlplane.AdminClient{URL: srv.URL, Token: adminToken}
+	var env controlplane.NewEnvironment
+	if err := api.Do("POST", "/admin/environments", map[string]string{"name": "security"}, &env); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(env.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := testinstall.Manager(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := operator.Scheme()
+	_ = apiextensionsv1.AddToScheme(s)
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(),
+		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
+			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
+		}}, c, d)
+
+	// The Lease: this Manager becomes the active one under its own RBAC.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leading := make(chan struct{})
+	leaseCtx, stopLease := context.WithCancel(ctx)
+	go agent.RunElected(leaseCtx, cs, testinstall.Namespace, "security-test", agent.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
+		logr.Discard(), func(ctx context.Context) { close(leading); <-ctx.Done() })
+	select {
+	case <-leading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Manager never acquired its Lease as its ServiceAccount")
+	}
+	stopLease()
+
+	rl, _ := json.Marshal(map[string]any{"apiVersion": "nexo.io/v1alpha1", "kind": "NexoRateLimit",
+		"metadata": map[string]any{"name": "from-cp", "namespace": "shop"}, "spec": map[string]any{"operationsPerSecond": 3}})
+	var queued map[string]string
+	if err := api.Do("POST", "/admin/environments/"+env.ID+"/commands", protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{rl}}, &queued); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Round(ctx); err != nil {
+		t.Fatalf("heartbeat as the nexo-manager ServiceAccount: %v", err)
+	}
+	var view controlplane.EnvironmentView
+	if err := api.Do("GET", "/admin/environments/"+env.ID, nil, &view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Commands) != 1 || view.Commands[0].Status != protocol.Applied {
+		t.Fatalf("deploy as the nexo-manager ServiceAccount: %+v", view.Commands)
+	}
+	got := &nexov1alpha1.NexoRateLimit{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "from-cp"}, got); err != nil || got.Labels[agent.OwnerLabel] != "env-"+env.ID {
+		t.Fatalf("deployed object %v (%v)", got.Labels, err)
+	}
+	if view.Inventory == nil || view.Inventory.ClusterID == "" || len(view.Inventory.InstalledKinds) == 0 {
+		t.Errorf("inventory under the Manager's RBAC: %+v", view.Inventory)
+	}
+}
