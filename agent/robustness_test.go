@@ -3,8 +3,10 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -274,5 +276,38 @@ func TestOneActiveManager(t *testing.T) {
 	defer mu.Unlock()
 	if maxActive != 1 {
 		t.Fatalf("%d Managers active at once", maxActive)
+	}
+}
+
+// TestTrustedKeysAreFollowed: the Manager reads its trusted keys for every deploy, so a key added
+// to (or removed from) the mounted Secret applies without a restart.
+func TestTrustedKeysAreFollowed(t *testing.T) {
+	keys := map[string]ed25519.PublicKey{}
+	var mu sync.Mutex
+	cp := newCraftedCP(t)
+	a := newAgent(t, func(c *agent.Config) {
+		c.ControlPlaneURL = cp.URL
+		c.TrustedKeys = func() (map[string]ed25519.PublicKey, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(keys), nil
+		}
+	})
+	deploy := func(id string) protocol.Ack {
+		cp.mu.Lock()
+		cp.cmds = []protocol.Command{{ID: id, Type: protocol.Deploy, Namespaces: []string{"shop"},
+			Manifests: []json.RawMessage{signedManifest(t, "followed-"+id, map[string]any{"operationsPerSecond": int64(2)}, map[string]any{}, 1)}}}
+		cp.mu.Unlock()
+		round(t, a)
+		return cp.lastAck(id)
+	}
+	if ack := deploy("before"); ack.Status != protocol.Failed || !strings.Contains(ack.Message, "not trusted") {
+		t.Fatalf("deploy without the key: %+v", ack)
+	}
+	mu.Lock()
+	keys[signature.KeyID(cpPub)] = cpPub
+	mu.Unlock()
+	if ack := deploy("after"); ack.Status != protocol.Applied {
+		t.Fatalf("deploy once the key is trusted, same Manager: %+v", ack)
 	}
 }

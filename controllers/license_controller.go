@@ -100,7 +100,7 @@ func (r *LicenseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // evaluate sets the license's status and returns when it must be looked at again (expiry).
 func (r *LicenseReconciler) evaluate(ctx context.Context, lic *nexov1alpha1.NexoLicense) (time.Duration, error) {
 	notReady := func(reason, msg string) (time.Duration, error) {
-		lic.Status.Licensee, lic.Status.ExpiresAt, lic.Status.Entitlements, lic.Status.MaxProxies = "", nil, nil, 0
+		lic.Status.Licensee, lic.Status.ExpiresAt, lic.Status.Entitlements, lic.Status.MaxProxies, lic.Status.DocumentID = "", nil, nil, 0, ""
 		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionFalse, reason, msg)
 		return 0, nil
 	}
@@ -137,6 +137,7 @@ func (r *LicenseReconciler) evaluate(ctx context.Context, lic *nexov1alpha1.Nexo
 	slices.Sort(entitlements)
 	expires := metav1.NewTime(claims.ExpiresAt.UTC().Truncate(time.Second))
 	lic.Status.Licensee, lic.Status.ExpiresAt, lic.Status.Entitlements, lic.Status.MaxProxies = claims.Licensee, &expires, entitlements, claims.MaxProxies
+	lic.Status.DocumentID = license.DocumentID(string(doc))
 
 	now := r.Now()
 	renewBefore, _ := time.ParseDuration(string(lic.Spec.RenewBefore))

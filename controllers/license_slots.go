@@ -24,7 +24,9 @@ type licenseSlots struct {
 	// generation moves on every change of the set of proxies or of their licenseRefs.
 	generation atomic.Uint64
 	mu         sync.Mutex
-	byLicense  map[types.NamespacedName]slotCutoff
+	// byDocument is keyed by license document (NexoLicense status.documentID): every NexoLicense
+	// holding the same document, in any namespace, shares its maxProxies.
+	byDocument map[string]slotCutoff
 }
 
 // slotCutoff is the admission line of one license at one generation.
@@ -42,7 +44,8 @@ type proxyOrder struct {
 }
 
 func orderOf(p *nexov1alpha1.NexoProxy) proxyOrder {
-	return proxyOrder{created: p.CreationTimestamp.Unix(), name: p.Name}
+	// namespace/name: proxies of one license document may live in several namespaces.
+	return proxyOrder{created: p.CreationTimestamp.Unix(), name: p.Namespace + "/" + p.Name}
 }
 
 func (a proxyOrder) before(b proxyOrder) bool {
@@ -61,7 +64,7 @@ func (s *licenseSlots) watch(ctx context.Context, c cache.Cache) error {
 		return err
 	}
 	bump := func(any) { s.generation.Add(1) }
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if _, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    bump,
 		DeleteFunc: bump,
 		UpdateFunc: func(oldObj, newObj any) {
@@ -71,29 +74,86 @@ func (s *licenseSlots) watch(ctx context.Context, c cache.Cache) error {
 				s.generation.Add(1)
 			}
 		},
+	}); err != nil {
+		return err
+	}
+	// Which NexoLicenses hold a document moves admission lines too.
+	lics, err := c.GetInformer(ctx, &nexov1alpha1.NexoLicense{})
+	if err != nil {
+		return err
+	}
+	_, err = lics.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    bump,
+		DeleteFunc: bump,
+		UpdateFunc: func(oldObj, newObj any) {
+			a, okA := oldObj.(*nexov1alpha1.NexoLicense)
+			b, okB := newObj.(*nexov1alpha1.NexoLicense)
+			if !okA || !okB || a.Status.DocumentID != b.Status.DocumentID {
+				s.generation.Add(1)
+			}
+		},
 	})
 	return err
 }
 
-// admitted reports whether proxy is within maxProxies of lic; when it is not, also the number of
-// proxies that reference lic and the proxy's 1-based position among them.
-func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nexov1alpha1.NexoProxy, lic types.NamespacedName, maxProxies int32) (ok bool, count, position int, err error) {
+// indexLicenseDocument indexes NexoLicenses by the license document they hold.
+const indexLicenseDocument = "status.documentID"
+
+func licenseDocument(o client.Object) []string {
+	if id := o.(*nexov1alpha1.NexoLicense).Status.DocumentID; id != "" {
+		return []string{id}
+	}
+	return nil
+}
+
+// holders lists the NexoLicenses holding document doc ("" or none indexed yet: just lic).
+func holders(ctx context.Context, r client.Reader, doc string, lic types.NamespacedName) ([]types.NamespacedName, error) {
+	if doc == "" {
+		return []types.NamespacedName{lic}, nil
+	}
+	var list nexov1alpha1.NexoLicenseList
+	if err := r.List(ctx, &list, client.MatchingFields{indexLicenseDocument: doc}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := []types.NamespacedName{lic}
+	for _, l := range list.Items {
+		if key := (types.NamespacedName{Namespace: l.Namespace, Name: l.Name}); key != lic {
+			out = append(out, key)
+		}
+	}
+	return out, nil
+}
+
+// admitted reports whether proxy is within maxProxies of its license document doc (held by lic
+// and possibly other NexoLicenses, in any watched namespace); when it is not, also the number of
+// proxies that use the document and the proxy's 1-based position among them.
+func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nexov1alpha1.NexoProxy, lic types.NamespacedName, doc string, maxProxies int32) (ok bool, count, position int, err error) {
 	gen := s.generation.Load()
 	me := orderOf(proxy)
+	key := doc
+	if key == "" {
+		key = "license:" + lic.String()
+	}
 	s.mu.Lock()
-	c, found := s.byLicense[lic]
+	c, found := s.byDocument[key]
 	s.mu.Unlock()
 	if found && c.generation == gen && c.maxProxies == maxProxies && (c.last == nil || !c.last.before(me)) {
 		return true, 0, 0, nil
 	}
-	// A read-only view of the cached proxies: nothing below modifies them.
-	var siblings nexov1alpha1.NexoProxyList
-	if err := r.List(ctx, &siblings, client.InNamespace(lic.Namespace), client.MatchingFields{indexProxyLicense: lic.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	licenses, err := holders(ctx, r, doc, lic)
+	if err != nil {
 		return false, 0, 0, err
 	}
-	order := make([]proxyOrder, len(siblings.Items))
-	for i := range siblings.Items {
-		order[i] = orderOf(&siblings.Items[i])
+	var order []proxyOrder
+	for _, l := range licenses {
+		// A read-only view of the cached proxies: nothing below modifies them.
+		var siblings nexov1alpha1.NexoProxyList
+		if err := r.List(ctx, &siblings, client.InNamespace(l.Namespace), client.MatchingFields{indexProxyLicense: l.Name}, client.UnsafeDisableDeepCopy); err != nil {
+			return false, 0, 0, err
+		}
+		for i := range siblings.Items {
+			order = append(order, orderOf(&siblings.Items[i]))
+		}
 	}
 	sort.Slice(order, func(i, j int) bool { return order[i].before(order[j]) })
 	if maxProxies >= 1 { // a valid license covers at least one proxy; otherwise nothing is kept
@@ -103,10 +163,10 @@ func (s *licenseSlots) admitted(ctx context.Context, r client.Reader, proxy *nex
 			c.last = &last
 		}
 		s.mu.Lock()
-		if s.byLicense == nil {
-			s.byLicense = map[types.NamespacedName]slotCutoff{}
+		if s.byDocument == nil {
+			s.byDocument = map[string]slotCutoff{}
 		}
-		s.byLicense[lic] = c
+		s.byDocument[key] = c
 		s.mu.Unlock()
 	}
 	pos := sort.Search(len(order), func(i int) bool { return !order[i].before(me) })

@@ -79,6 +79,9 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if err := idx.IndexField(ctx, &nexov1alpha1.NexoPipeline{}, indexPipelineRefs, indexPipeline); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &nexov1alpha1.NexoLicense{}, indexLicenseDocument, licenseDocument); err != nil {
+		return err
+	}
 	if err := r.slots.watch(ctx, mgr.GetCache()); err != nil {
 		return err
 	}
@@ -334,12 +337,12 @@ func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.
 		return &blocked{reason: ReasonMissingEntitlement, message: fmt.Sprintf("NexoLicense %s does not entitle %s; entitled: %s",
 			lic.Name, strings.Join(missing, ", "), strings.Join(lic.Status.Entitlements, ", "))}, nil
 	}
-	ok, count, pos, err := r.slots.admitted(ctx, r.Client, proxy, types.NamespacedName{Namespace: proxy.Namespace, Name: lic.Name}, lic.Status.MaxProxies)
+	ok, count, pos, err := r.slots.admitted(ctx, r.Client, proxy, types.NamespacedName{Namespace: proxy.Namespace, Name: lic.Name}, lic.Status.DocumentID, lic.Status.MaxProxies)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return &blocked{reason: ReasonLicenseExhausted, message: fmt.Sprintf("NexoLicense %s covers %d proxies and %d reference it; this proxy is number %d by creation time",
+		return &blocked{reason: ReasonLicenseExhausted, message: fmt.Sprintf("NexoLicense %s covers %d proxies and %d use its license document (counted across every NexoLicense holding it, in any namespace); this proxy is number %d by creation time",
 			lic.Name, lic.Status.MaxProxies, count, pos), wait: true}, nil
 	}
 	return nil, nil

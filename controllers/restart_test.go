@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -162,6 +163,49 @@ func TestTrustedKeysAreReReadWhenTheSecretChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(controllers.ReasonValid)
+
+	// A second object signed by the same key, without the managed-by label: it is verified all
+	// the same, and revoking the key re-checks it too (not only labelled objects).
+	bare := sampleGraph(t)["NexoResponseLimit"]
+	bare.SetName("unlabelled-signed-limit")
+	bare.SetNamespace(ns)
+	if err := signature.Sign(bare, priv, signedFor(1)); err != nil {
+		t.Fatal(err)
+	}
+	bare.SetLabels(nil)
+	if err := k8s.Create(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	bareReason := func() string {
+		obj := &nexov1alpha1.NexoResponseLimit{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(bare), obj); err != nil {
+			return ""
+		}
+		if c := meta.FindStatusCondition(obj.Status.Conditions, nexov1alpha1.ConditionSignatureValid); c != nil && c.Status == metav1.ConditionTrue {
+			return "signed"
+		} else if c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	waitBare := func(want string) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			return bareReason() == want, nil
+		}); err != nil {
+			t.Fatalf("unlabelled signed object: SignatureValid %q, want %q", bareReason(), want)
+		}
+	}
+	waitBare("signed")
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "nexo-trusted-keys"}, keys); err != nil {
+		t.Fatal(err)
+	}
+	delete(keys.Data, "rotated.pem") // revoke
+	if err := k8s.Update(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(controllers.ReasonUnknownSigningKey)
+	waitBare(controllers.ReasonUnknownSigningKey)
 }
 
 func TestProxyPhaseMetrics(t *testing.T) {

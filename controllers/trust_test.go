@@ -18,6 +18,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
 )
@@ -264,4 +265,34 @@ func TestSignatureCannotBeSwitchedOffOrReplayed(t *testing.T) {
 	signedProxyUpdate(t, ns, signature.Claims{Audience: "ffffffffffff", Revision: 9}, func(p *nexov1alpha1.NexoProxy) { p.Spec.Replicas = ptr.To(replicas + 1) })
 	waitProxy(t, ns, time.Minute, "other environment refused", hasReason(controllers.ReasonWrongAudience))
 	unchanged("another environment's manifest")
+}
+
+// TestLicenseSlotsHoldPerDocument: a license document for one proxy, copied by a tenant into a
+// second NexoLicense (another Secret, another namespace), still covers one proxy: the second
+// proxy is refused with LicenseExhausted, and takes the slot once the first proxy is gone.
+func TestLicenseSlotsHoldPerDocument(t *testing.T) {
+	ctx := context.Background()
+	doc, err := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), Entitlements: allStepKinds, MaxProxies: 1}, vendorKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyGraph(t, "slots-a", []byte(doc), nil)
+	first := waitProxy(t, "slots-a", 2*time.Minute, "Ready", isReady)
+	lic := &nexov1alpha1.NexoLicense{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "slots-a", Name: first.Spec.LicenseRef.Name}, lic); err != nil || lic.Status.DocumentID == "" {
+		t.Fatalf("license status has no documentID: %+v (%v)", lic.Status, err)
+	}
+	if strings.Contains(doc, lic.Status.DocumentID) {
+		t.Fatal("the documentID is a piece of the document")
+	}
+
+	applyGraphAs(t, tenantClient(t, "slots-b"), "slots-b", []byte(doc), nil)
+	second := waitProxy(t, "slots-b", time.Minute, "refused: the document's one slot is taken", hasReason(controllers.ReasonLicenseExhausted))
+	if _, msg := readyReason(second); !strings.Contains(msg, "covers 1 proxies and 2 use its license document") {
+		t.Errorf("message: %s", msg)
+	}
+	if err := k8s.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	waitProxy(t, "slots-b", 2*time.Minute, "Ready once the slot is free", isReady)
 }

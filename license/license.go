@@ -8,6 +8,8 @@ package license
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"embed"
 	"encoding/base64"
 	"encoding/json"
@@ -76,6 +78,23 @@ func Parse(doc string, trusted map[string]ed25519.PublicKey) (Claims, error) {
 		return Claims{}, fmt.Errorf("%w: licensee, expiresAt and maxProxies >= 1 are required", ErrMalformed)
 	}
 	return c, nil
+}
+
+// DocumentID identifies a license document by its signed claims: the first 16 hex digits of the
+// SHA-256 of the payload bytes. Copies of one document in many Secrets, NexoLicenses or
+// namespaces share it (so do re-encodings of the same payload), which is what maxProxies counts
+// against. It reveals nothing of the document. "" when the document is malformed.
+func DocumentID(doc string) string {
+	parts := strings.Split(strings.TrimSpace(doc), ".")
+	if len(parts) != 4 {
+		return ""
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(payload)
+	return hex.EncodeToString(sum[:8])
 }
 
 //go:embed keys/*.pem

@@ -37,9 +37,15 @@ type NexoLicenseStatus struct {
 	// +listType=set
 	Entitlements []string `json:"entitlements,omitempty"`
 
-	// maxProxies is how many NexoProxies the license covers.
+	// maxProxies is how many NexoProxies the license covers: all NexoLicenses holding the same
+	// license document, in any namespace, share these slots.
 	// +optional
 	MaxProxies int32 `json:"maxProxies,omitempty"`
+
+	// documentID identifies the license document (a hash of its signed claims, not the
+	// document): NexoLicenses with the same documentID share maxProxies.
+	// +optional
+	DocumentID string `json:"documentID,omitempty"`
 }
 
 // NexoLicense is a signed offline license: licensee, expiry, entitlements and maximum proxies.

@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,6 +107,24 @@ func TestInstall(t *testing.T) {
 	sec := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-connect-token"}, sec); err != nil || string(sec.Data["token"]) != token {
 		t.Fatalf("token Secret: %v", err)
+	}
+	// The token Secret is written before the release (a first install with --wait waits for a
+	// Manager that mounts it). resourceVersions are etcd revisions here, so they order writes.
+	rel := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "sh.helm.release.v1.nexo-edge.v1"}, rel); err != nil {
+		t.Fatal(err)
+	}
+	if tokRV, relRV := atoi(t, sec.ResourceVersion), atoi(t, rel.ResourceVersion); tokRV > relRV {
+		t.Errorf("the token Secret (revision %d) was written after the Helm release (revision %d)", tokRV, relRV)
+	}
+	// The operator is configured for the token's environment.
+	dep := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-operator"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	envID, _ := connecttoken.Parse(token)
+	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--environment-id="+envID) {
+		t.Errorf("operator args %s lack --environment-id=%s", args, envID)
 	}
 	// Re-running upgrades, from a group-readable file read through stdin this time.
 	loose := write("loose", token, 0o644)
@@ -211,4 +231,13 @@ func adminClient(t *testing.T, c *testcluster.Cluster) client.Client {
 		t.Fatal(err)
 	}
 	return k8s
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
