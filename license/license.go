@@ -9,9 +9,9 @@ package license
 import (
 	"crypto/ed25519"
 	"crypto/sha256"
-	"encoding/hex"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
