@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/operator"
@@ -182,4 +184,44 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 		t.Errorf("config/default has %v", kinds)
 	}
 	t.Logf("kustomize build config/default: %s", fmt.Sprint(kinds))
+}
+
+// TestKustomizeNamespacedGrantsOnlyRoleBindings builds config/namespaced: the operator watches
+// one namespace, is bound there by RoleBindings, and has no ClusterRoleBinding; nothing binds a
+// Secret write cluster-wide. The admission policy is included.
+func TestKustomizeNamespacedGrantsOnlyRoleBindings(t *testing.T) {
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(testcluster.RepoRoot(), "config", "namespaced"))
+	if err != nil {
+		t.Fatalf("kustomize build config/namespaced: %v", err)
+	}
+	var roleBindings []string
+	policy := false
+	for _, r := range res.Resources() {
+		switch r.GetKind() {
+		case "ClusterRoleBinding":
+			if r.GetName() != "nexo-manager" {
+				t.Errorf("ClusterRoleBinding %s in a namespaced install", r.GetName())
+			}
+		case "RoleBinding":
+			roleBindings = append(roleBindings, r.GetNamespace()+"/"+r.GetName())
+		case "ValidatingAdmissionPolicy":
+			policy = true
+		case "Deployment":
+			if r.GetName() == "nexo-operator" {
+				m, _ := r.Map()
+				raw, _ := yaml.Marshal(m)
+				if !strings.Contains(string(raw), "--watch-namespaces=nexo-proxies") {
+					t.Errorf("operator Deployment does not watch nexo-proxies:\n%s", raw)
+				}
+			}
+		}
+	}
+	for _, want := range []string{"nexo-proxies/nexo-operator", "nexo-proxies/nexo-operator-secret-copies", "nexo-system/nexo-operator"} {
+		if !slices.Contains(roleBindings, want) {
+			t.Errorf("RoleBinding %s missing (have %v)", want, roleBindings)
+		}
+	}
+	if !policy {
+		t.Error("the admission policy is not part of the kustomize install")
+	}
 }
