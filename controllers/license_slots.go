@@ -59,36 +59,28 @@ func (a proxyOrder) before(b proxyOrder) bool {
 // after the informer's store has the change, and admitted reads the generation before it lists,
 // so a cutoff is never kept for a generation newer than the list it came from.
 func (s *licenseSlots) watch(ctx context.Context, c cache.Cache) error {
-	inf, err := c.GetInformer(ctx, &nexov1alpha1.NexoProxy{})
+	// A proxy created, deleted or pointed at another license; a NexoLicense created, deleted or
+	// holding another document.
+	if err := bumpOn(ctx, s, c, &nexov1alpha1.NexoProxy{}, func(p *nexov1alpha1.NexoProxy) any { return p.Spec.LicenseRef }); err != nil {
+		return err
+	}
+	return bumpOn(ctx, s, c, &nexov1alpha1.NexoLicense{}, func(l *nexov1alpha1.NexoLicense) any { return l.Status.DocumentID })
+}
+
+// bumpOn moves the generation on every creation and deletion of T, and on updates that change key.
+func bumpOn[T client.Object](ctx context.Context, s *licenseSlots, c cache.Cache, obj T, key func(T) any) error {
+	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return err
 	}
 	bump := func(any) { s.generation.Add(1) }
-	if _, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    bump,
 		DeleteFunc: bump,
 		UpdateFunc: func(oldObj, newObj any) {
-			a, okA := oldObj.(*nexov1alpha1.NexoProxy)
-			b, okB := newObj.(*nexov1alpha1.NexoProxy)
-			if !okA || !okB || a.Spec.LicenseRef != b.Spec.LicenseRef {
-				s.generation.Add(1)
-			}
-		},
-	}); err != nil {
-		return err
-	}
-	// Which NexoLicenses hold a document moves admission lines too.
-	lics, err := c.GetInformer(ctx, &nexov1alpha1.NexoLicense{})
-	if err != nil {
-		return err
-	}
-	_, err = lics.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    bump,
-		DeleteFunc: bump,
-		UpdateFunc: func(oldObj, newObj any) {
-			a, okA := oldObj.(*nexov1alpha1.NexoLicense)
-			b, okB := newObj.(*nexov1alpha1.NexoLicense)
-			if !okA || !okB || a.Status.DocumentID != b.Status.DocumentID {
+			a, okA := oldObj.(T)
+			b, okB := newObj.(T)
+			if !okA || !okB || key(a) != key(b) {
 				s.generation.Add(1)
 			}
 		},

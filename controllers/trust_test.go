@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,6 +17,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
@@ -27,20 +27,7 @@ import (
 // only (the tenant of PRODUCT §7).
 func tenantClient(t *testing.T, ns string) client.Client {
 	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"nexo.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
-	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant-edit"},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: "tenant-" + ns, APIGroup: "rbac.authorization.k8s.io"}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := cluster.UserConfig("tenant-" + ns)
+	cfg, err := testinstall.Tenant(context.Background(), cluster, ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,10 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/cli"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/nexo-io/nexo-edge/charts"
@@ -67,4 +71,28 @@ func Operator(ctx context.Context, c *testcluster.Cluster) (*rest.Config, error)
 // Manager returns a client config for the chart's nexo-manager ServiceAccount.
 func Manager(ctx context.Context, c *testcluster.Cluster) (*rest.Config, error) {
 	return c.ServiceAccountConfig(ctx, Namespace, "nexo-manager")
+}
+
+// Tenant returns a client config for the tenant of ns (PRODUCT §7): a plain user, tenant-<ns>,
+// bound by a RoleBinding to edit rights on every Nexo kind and on Secrets in ns, and nothing else.
+func Tenant(ctx context.Context, c *testcluster.Cluster, ns string) (*rest.Config, error) {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	user := "tenant-" + ns
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"nexo.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
+	}}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-edit"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user, APIGroup: rbacv1.GroupName}}}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	return c.UserConfig(user)
 }

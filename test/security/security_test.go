@@ -19,7 +19,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,26 +102,10 @@ func TestEffectivePermissionsMatchTheDocs(t *testing.T) {
 	}
 }
 
-// asUser is a client for a plain user bound to namespace-scoped edit rights on Nexo objects and
-// Secrets in ns (the tenant), or with no rights when ns is "".
+// asTenant is a client for the tenant of ns: edit rights on Nexo objects and Secrets there only.
 func asTenant(t *testing.T, ns string) client.Client {
 	t.Helper()
-	ctx := context.Background()
-	user := "tenant-of-" + ns
-	for _, o := range []client.Object{
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"nexo.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}},
-		}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit", Namespace: ns},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-edit"},
-			Subjects: []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: rbacv1.GroupName}}},
-	} {
-		if err := admin.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	return clientFor(t, func() (*rest.Config, error) { return cluster.UserConfig(user) })
+	return clientFor(t, func() (*rest.Config, error) { return testinstall.Tenant(context.Background(), cluster, ns) })
 }
 
 func clientFor(t *testing.T, cfg func() (*rest.Config, error)) client.Client {
@@ -178,7 +161,7 @@ func TestOnlyTheManagerChangesManagedObjects(t *testing.T) {
 		t.Fatal("the admission policy never refused a tenant creating a managed object")
 	}
 	err := tenant.Create(ctx, forged.DeepCopy())
-	if err == nil || !strings.Contains(err.Error(), "only the Nexo Manager may create, change or un-manage it") || !strings.Contains(err.Error(), "tenant-of-shop") {
+	if err == nil || !strings.Contains(err.Error(), "only the Nexo Manager may create, change or un-manage it") || !strings.Contains(err.Error(), "tenant-shop") {
 		t.Fatalf("tenant creating a managed object: %v", err)
 	}
 
