@@ -27,6 +27,7 @@ func main() {
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in the operator namespace holding trusted signing public keys")
 	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")
 	flag.StringVar(&cfg.EnvironmentID, "environment-id", os.Getenv("NEXO_ENVIRONMENT_ID"), "Control Plane environment id of this installation: signed objects must be signed for it (default $NEXO_ENVIRONMENT_ID; nexoctl install sets it from the connect token)")
+	flag.BoolVar(&cfg.EnsureAdmissionPolicy, "ensure-admission-policy", false, "apply the managed-objects ValidatingAdmissionPolicy at start (set by the OLM bundle, which cannot ship the policy; Helm and kustomize install it themselves)")
 	flag.StringVar(&licenseKeys, "license-public-key", "", "comma-separated PEM files of extra license-signing public keys (the build ships its own)")
 	var qps float64
 	var burst int

@@ -88,6 +88,14 @@ type operatorRules struct {
 
 var secretWriteVerbs = []string{"create", "update", "patch", "delete"}
 
+// admissionPolicyRules let the operator of an OLM install apply the managed-objects admission
+// policy (--ensure-admission-policy): create, then get and patch only that policy and binding.
+var admissionPolicyRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"create"}},
+	{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
+		ResourceNames: []string{"nexo-managed-objects"}, Verbs: []string{"get", "patch"}},
+}
+
 // rbacRules reads the rules controller-gen generated from the markers and splits the Secret
 // rule: its write verbs move into secretCopies, so no ClusterRoleBinding ever grants them.
 func rbacRules() (operatorRules, error) {
@@ -551,6 +559,8 @@ func buildCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
 	// OLM tells the operator which namespaces it serves through this annotation.
 	c := &opDep.Spec.Template.Spec.Containers[0]
 	c.Env = append(c.Env, corev1EnvFromAnnotation("WATCH_NAMESPACES", "metadata.annotations['olm.targetNamespaces']"))
+	// A bundle cannot carry the admission policy; the operator applies it (docs/security.md).
+	c.Args = append(c.Args, "--ensure-admission-policy")
 	mgrDep, err := deployment("config/agent/agent.yaml")
 	if err != nil {
 		return nil, err
@@ -670,7 +680,7 @@ func buildCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
 					ClusterPermissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
 						// The Secret writes (pull-Secret copies) are not here: OLM would grant them cluster-wide.
 						// The bundle ships the nexo-operator-secret-copies ClusterRole for an admin to bind per namespace.
-						{ServiceAccountName: "nexo-operator", Rules: rules.workload},
+						{ServiceAccountName: "nexo-operator", Rules: append(slices.Clone(rules.workload), admissionPolicyRules...)},
 						{ServiceAccountName: "nexo-manager", Rules: mgrCluster},
 					},
 					Permissions: []operatorsv1alpha1.StrategyDeploymentPermissions{

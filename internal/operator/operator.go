@@ -50,6 +50,9 @@ type Config struct {
 	// EnvironmentID is this installation's Control Plane environment: the audience every
 	// managed-resource signature must name. Without it, no signed object is accepted.
 	EnvironmentID string
+	// EnsureAdmissionPolicy makes the operator apply the managed-objects admission policy
+	// (config/admission) at start, for installs that cannot ship it themselves (OLM).
+	EnsureAdmissionPolicy bool
 }
 
 // Scheme holds the built-in kinds and the nexo.io kinds.
@@ -141,6 +144,11 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.EnsureAdmissionPolicy {
+		if err := mgr.Add(admissionPolicyApplier(mgr.GetClient(), cfg.OperatorNamespace)); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, nil, err

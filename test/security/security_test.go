@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/agent"
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -296,5 +300,65 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	}
 	if view.Inventory == nil || view.Inventory.ClusterID == "" || len(view.Inventory.InstalledKinds) == 0 {
 		t.Errorf("inventory under the Manager's RBAC: %+v", view.Inventory)
+	}
+}
+
+// TestOLMOperatorAppliesTheAdmissionPolicy: an OLM bundle cannot carry the policy, so the CSV
+// runs the operator with --ensure-admission-policy and grants it the rules to apply that one
+// policy. Run as a ServiceAccount holding exactly the CSV's operator clusterPermissions, the
+// operator applies it for its own namespace's Manager, and cannot touch another policy.
+func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
+	ctx := context.Background()
+	raw, err := os.ReadFile(filepath.Join(testcluster.RepoRoot(), "bundle", "manifests", "nexo-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(raw, csv); err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, p := range csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
+		if p.ServiceAccountName == "nexo-operator" {
+			rules = p.Rules
+		}
+	}
+	const ns = "nexo-olm"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: ns}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator"}, Rules: rules},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "olm-nexo-operator"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nexo-operator", Namespace: ns}}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Afterwards the chart's policy (for nexo-system's Manager) is restored for the other tests.
+	t.Cleanup(func() { _ = operator.ApplyAdmissionPolicy(ctx, admin, testinstall.Namespace) })
+	sa := clientFor(t, func() (*rest.Config, error) { return cluster.ServiceAccountConfig(ctx, ns, "nexo-operator") })
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns); err != nil {
+		t.Fatalf("applying the policy with the CSV's rules: %v", err)
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "nexo-managed-objects"}, policy); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range policy.Spec.Variables {
+		found = found || (v.Name == "isManager" && strings.Contains(v.Expression, "system:serviceaccount:"+ns+":nexo-manager"))
+	}
+	if !found {
+		t.Fatalf("policy does not admit %s's Manager: %+v", ns, policy.Spec.Variables)
+	}
+	other := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "something-else"}, Spec: *policy.Spec.DeepCopy()}
+	if err := sa.Create(ctx, other); err == nil {
+		// create cannot be limited by name; it must not be able to change it afterwards
+		other.Spec.FailurePolicy = nil
+		if err := sa.Update(ctx, other); !apierrors.IsForbidden(err) {
+			t.Errorf("the operator could update another admission policy: %v", err)
+		}
 	}
 }
