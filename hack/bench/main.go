@@ -285,7 +285,8 @@ func setup(ctx context.Context, c client.Client, dir string) (string, error) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smallNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: baselineNS}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: opNS}, Type: corev1.SecretTypeDockerConfigJson,
+		// A registry credential marked shareable, as nexoctl install --registry-secret does.
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: opNS, Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
 	}
 	objs = append(objs, sharedGraph(benchNS, doc)...)
