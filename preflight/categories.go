@@ -102,6 +102,8 @@ var installResources = []struct {
 	{"rbac.authorization.k8s.io", "clusterrolebindings", false},
 	{"rbac.authorization.k8s.io", "roles", true},
 	{"rbac.authorization.k8s.io", "rolebindings", true},
+	{"admissionregistration.k8s.io", "validatingadmissionpolicies", false},
+	{"admissionregistration.k8s.io", "validatingadmissionpolicybindings", false},
 	{"", "serviceaccounts", true},
 	{"", "services", true},
 	{"", "secrets", true},
