@@ -94,19 +94,33 @@ func (r *ProxyReconciler) proxiesForComponent(kind string) func(context.Context,
 	}
 }
 
-// proxiesSharingLicense re-queues, when a proxy is deleted, its license siblings that were
-// blocked by maxProxies: a slot may have freed. A new proxy never displaces an older one
-// (proxies count in creation order), so creations need no re-queue.
+// proxiesSharingLicense re-queues, when a proxy is deleted, the proxies blocked by maxProxies
+// that share its license document, in any namespace (every NexoLicense holding the document):
+// a slot may have freed. A new proxy never displaces an older one (proxies count in creation
+// order), so creations need no re-queue.
 func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Object) []reconcile.Request {
-	var list nexov1alpha1.NexoProxyList
-	// Read-only: the cached proxies are not copied.
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexProxyLicense: o.(*nexov1alpha1.NexoProxy).Spec.LicenseRef.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	p := o.(*nexov1alpha1.NexoProxy)
+	own := types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.LicenseRef.Name}
+	doc := ""
+	lic := &nexov1alpha1.NexoLicense{}
+	if err := r.Get(ctx, own, lic); err == nil {
+		doc = lic.Status.DocumentID
+	}
+	licenses, err := holders(ctx, r.Client, doc, own)
+	if err != nil {
 		return nil
 	}
 	var out []reconcile.Request
-	for _, p := range list.Items {
-		if c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == ReasonLicenseExhausted {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	for _, l := range licenses {
+		var list nexov1alpha1.NexoProxyList
+		// Read-only: the cached proxies are not copied.
+		if err := r.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingFields{indexProxyLicense: l.Name}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		for _, q := range list.Items {
+			if c := meta.FindStatusCondition(q.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == ReasonLicenseExhausted {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: q.Namespace, Name: q.Name}})
+			}
 		}
 	}
 	return out
