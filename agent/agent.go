@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -77,6 +78,21 @@ type Agent struct {
 	mu            sync.Mutex
 	lastHeartbeat time.Time
 	reachable     bool
+}
+
+// Validate reports a configuration the Manager cannot run with, saying what to set.
+func (c Config) Validate() error {
+	if c.ControlPlaneURL == "" {
+		return errors.New("no Control Plane URL: set --control-plane-url or NEXO_CONTROL_PLANE_URL to the URL in the Control Plane's install command (there is no default)")
+	}
+	u, err := url.Parse(c.ControlPlaneURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("control plane URL %q is not an http(s) URL with a host, such as https://cp.example.com", c.ControlPlaneURL)
+	}
+	if c.TokenFile == "" {
+		return errors.New("no connect token file: set --token-file")
+	}
+	return nil
 }
 
 // New builds an Agent.

@@ -311,3 +311,19 @@ func TestTrustedKeysAreFollowed(t *testing.T) {
 		t.Fatalf("deploy once the key is trusted, same Manager: %+v", ack)
 	}
 }
+
+// TestConfigurationWithoutAControlPlaneURLIsRefused: there is no product default for the Control
+// Plane (no historical host is a contract); the Manager refuses to start without one, saying so.
+func TestConfigurationWithoutAControlPlaneURLIsRefused(t *testing.T) {
+	for url, want := range map[string]string{
+		"":                        "no Control Plane URL",
+		"cp.example.com":          "not an http(s) URL",
+		"ftp://cp.example.com":    "not an http(s) URL",
+		"https://cp.example.com/": "",
+	} {
+		err := agent.Config{ControlPlaneURL: url, TokenFile: "/t"}.Validate()
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("URL %q: %v, want %q", url, err, want)
+		}
+	}
+}

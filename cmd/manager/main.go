@@ -31,7 +31,7 @@ func main() {
 	cfg := agent.Config{Version: catalog.BuildVersion}
 	var keysDir, probeAddr, metricsAddr string
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/nexo/connect-token/token", "connect token file (the mounted Secret; re-read on every heartbeat)")
-	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", "https://cp.nexo.io", "Control Plane URL")
+	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", os.Getenv("NEXO_CONTROL_PLANE_URL"), "Control Plane URL, from the Control Plane's install command; required (default $NEXO_CONTROL_PLANE_URL)")
 	flag.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the Manager's state and status ConfigMaps")
 	flag.StringVar(&cfg.OwnerID, "owner-id", "", "value of the nexo.io/owner label on everything the Manager creates (unique per installation; default env-<environment id of the connect token>)")
 	var leaderElect bool
@@ -46,6 +46,10 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
+	if err := cfg.Validate(); err != nil {
+		log.Error(err, "invalid configuration")
+		os.Exit(2)
+	}
 	cfg.Log = log
 
 	// The mounted trusted-keys Secret is read on every deploy: the kubelet updates the files when

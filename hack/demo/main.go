@@ -284,7 +284,7 @@ func (d *demo) up(ctx context.Context) error {
 			return &stepErr{step: "prepare nexo-system", err: err}
 		}
 	}
-	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), "install", "--kubeconfig", kubeconfig, "--token-file", tokenFile,
+	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), "install", "--kubeconfig", kubeconfig, "--token-file", tokenFile, "--control-plane-url", cpURL,
 		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m")
 	out, err := install.CombinedOutput()
 	_ = os.WriteFile(d.path("nexoctl-install.log"), out, 0o644)

@@ -92,7 +92,14 @@ func TestInstall(t *testing.T) {
 	}
 
 	good := write("token", token, 0o600)
-	out, errOut, code := run(t, "", append(kc, "install", "--token-file", good, "--dry-run")...)
+	// No Control Plane URL: there is no default host; refused before anything changes.
+	if _, errOut, code := run(t, "", append(kc, "install", "--token-file", good)...); code != 2 || !strings.Contains(errOut, "--control-plane-url") {
+		t.Errorf("install without a Control Plane URL: exit %d, stderr %q", code, errOut)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-system"}, &corev1.Namespace{}); err == nil {
+		t.Fatal("an install refused for its missing Control Plane URL changed the cluster")
+	}
+	out, errOut, code := run(t, "", append(kc, "install", "--token-file", good, "--dry-run", "--control-plane-url", "https://cp.example.invalid")...)
 	if code != 0 || !strings.Contains(out, "kind: Deployment") || strings.Contains(out+errOut, token) {
 		t.Fatalf("dry-run: exit %d, token shown=%v\n%s", code, strings.Contains(out+errOut, token), strings.ReplaceAll(errOut, token, "<token>"))
 	}
@@ -100,7 +107,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal("--dry-run changed the cluster")
 	}
 
-	out, errOut, code = run(t, "", append(kc, "install", "--token-file", good, "--wait", "--timeout", "3m")...)
+	out, errOut, code = run(t, "", append(kc, "install", "--token-file", good, "--control-plane-url", "https://cp.example.invalid", "--wait", "--timeout", "3m")...)
 	if code != 0 || !strings.Contains(out, "installed") {
 		t.Fatalf("install: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -128,14 +135,14 @@ func TestInstall(t *testing.T) {
 	}
 	// Re-running upgrades, from a group-readable file read through stdin this time.
 	loose := write("loose", token, 0o644)
-	out2, errOut2, code := run(t, "", append(kc, "install", "--token-file", loose, "-o", "json")...)
+	out2, errOut2, code := run(t, "", append(kc, "install", "--token-file", loose, "--control-plane-url", "https://cp.example.invalid", "-o", "json")...)
 	if code != 0 || !strings.Contains(out2, `"action": "upgraded"`) || !strings.Contains(out2, `"secretAction": "unchanged"`) {
 		t.Fatalf("second install: exit %d\n%s\n%s", code, out2, errOut2)
 	}
 	if !strings.Contains(errOut2, "readable by group or others") {
 		t.Errorf("no warning for a group-readable token file: %q", errOut2)
 	}
-	out3, errOut3, code := run(t, token, append(kc, "install", "--token-file", "-")...)
+	out3, errOut3, code := run(t, token, append(kc, "install", "--token-file", "-", "--control-plane-url", "https://cp.example.invalid")...)
 	if code != 0 {
 		t.Fatalf("install from stdin: exit %d %s", code, errOut3)
 	}

@@ -56,8 +56,17 @@ func Values(environmentID string, watch []string, extra map[string]any) map[stri
 		"crds":          map[string]any{"install": false},
 		"environmentID": environmentID,
 		"operator":      map[string]any{"watchNamespaces": ns},
+		"manager":       map[string]any{"controlPlaneURL": "https://cp.example.invalid"},
 	}
 	for k, x := range extra {
+		if m, ok := x.(map[string]any); ok {
+			if have, ok := v[k].(map[string]any); ok {
+				for mk, mv := range m {
+					have[mk] = mv
+				}
+				continue
+			}
+		}
 		v[k] = x
 	}
 	return v

@@ -41,10 +41,14 @@ func helmCLI(t *testing.T, args ...string) (string, error) {
 }
 
 func TestChartLintAndTemplate(t *testing.T) {
-	if out, err := helmCLI(t, "lint", "--strict", chartDir); err != nil {
+	if out, err := helmCLI(t, "lint", "--strict", chartDir, "--set", "manager.controlPlaneURL=https://cp.example.invalid"); err != nil {
 		t.Fatalf("helm lint --strict: %v\n%s", err, out)
 	}
-	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-n", "nexo-system", "--kube-version", "1.37.0")
+	// No Control Plane URL has a default: rendering without one says what to set.
+	if out, err := helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0"); err == nil || !strings.Contains(out, "manager.controlPlaneURL is required") {
+		t.Errorf("template without manager.controlPlaneURL: %v\n%s", err, out)
+	}
+	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-n", "nexo-system", "--kube-version", "1.37.0", "--set", "manager.controlPlaneURL=https://cp.example.invalid")
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)
 	}
@@ -54,12 +58,12 @@ func TestChartLintAndTemplate(t *testing.T) {
 	if n := strings.Count(out, "helm.sh/resource-policy: keep"); n != len(catalog.Kinds) {
 		t.Errorf("%d objects carry the keep policy, want every CRD (%d)", n, len(catalog.Kinds))
 	}
-	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0", "--set", "crds.install=false")
+	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0", "--set", "crds.install=false", "--set", "manager.controlPlaneURL=https://cp.example.invalid")
 	if err != nil || strings.Contains(out, "kind: CustomResourceDefinition") {
 		t.Errorf("crds.install=false still renders CRDs (%v)", err)
 	}
 	// A digest wins over the tag.
-	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0",
+	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0", "--set", "manager.controlPlaneURL=https://cp.example.invalid",
 		"--set", "operator.image.digest=sha256:"+strings.Repeat("a", 64))
 	if err != nil || !strings.Contains(out, "ghcr.io/nexo-io/nexo-operator@sha256:"+strings.Repeat("a", 64)) {
 		t.Errorf("digest did not replace the tag (%v)", err)
@@ -118,7 +122,7 @@ func TestChartInstallsIntoRestrictedNamespace(t *testing.T) {
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace, install.Wait, install.Timeout = "nexo-edge", ns, true, 3*time.Minute
-	rel, err := install.Run(chart, map[string]any{})
+	rel, err := install.Run(chart, map[string]any{"manager": map[string]any{"controlPlaneURL": "https://cp.example.invalid"}})
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, c.LogTail("kube-controller-manager", 20))
 	}

@@ -83,7 +83,7 @@ func readToken(o *cliopts.Options, file string) (token string, warnings []string
 
 // NewCmd builds `nexoctl install`.
 func NewCmd(o *cliopts.Options) *cobra.Command {
-	var tokenFile string
+	var tokenFile, controlPlaneURL string
 	var registryArgs []string
 	var valueOpts values.Options
 	var dryRun, wait bool
@@ -122,6 +122,9 @@ is installed. Re-running is safe.`,
 			if err != nil {
 				return err
 			}
+			if controlPlaneURL != "" {
+				valueOpts.Values = append(valueOpts.Values, "manager.controlPlaneURL="+controlPlaneURL)
+			}
 			if err := install(cmd.Context(), o, cfg, ns, token, registry, &valueOpts, dryRun, wait, timeout, &s); err != nil {
 				return err
 			}
@@ -144,6 +147,7 @@ is installed. Re-running is safe.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the connect token from the Control Plane (- reads stdin)")
 	f.StringSliceVarP(&valueOpts.ValueFiles, "values", "f", nil, "Helm values files")
 	f.StringArrayVar(&valueOpts.Values, "set", nil, "Helm values on the command line (key=value)")
+	f.StringVar(&controlPlaneURL, "control-plane-url", "", "the Control Plane URL from its install command (sets manager.controlPlaneURL; there is no default)")
 	f.StringArrayVar(&registryArgs, "registry-secret", nil, "NAME=FILE: create or update a registry credential Secret (type kubernetes.io/dockerconfigjson, FILE is a .dockerconfigjson) that NexoDeploymentProfiles may name in imagePullSecrets; repeatable. Only Secrets marked this way are ever copied into proxy namespaces")
 	f.BoolVar(&dryRun, "dry-run", false, "print the manifests that would be applied (never the token); change nothing")
 	f.BoolVar(&wait, "wait", false, "wait until the Deployments are available")
@@ -187,6 +191,11 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	vals, err := valueOpts.MergeValues(getter.All(settings))
 	if err != nil {
 		return cliopts.Fail(cliopts.ExitCannot, "values: %v", err)
+	}
+	if !olm {
+		if err := needsControlPlaneURL(vals); err != nil {
+			return err
+		}
 	}
 	// The operator accepts signed manifests only for its own environment: the one in the token.
 	if env, _ := connecttoken.Parse(token); vals["environmentID"] == nil || vals["environmentID"] == "" {
@@ -427,4 +436,17 @@ func applyRegistrySecret(ctx context.Context, c client.Client, ns string, rs reg
 		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, rs.name, apierrors.ReasonForError(err))
 	}
 	return "updated", nil
+}
+
+// needsControlPlaneURL fails, before anything is changed, when the Manager is enabled and no
+// Control Plane URL is given: the chart has no default (no historical host is a contract).
+func needsControlPlaneURL(vals map[string]any) error {
+	mgr, _ := vals["manager"].(map[string]any)
+	if enabled, ok := mgr["enabled"].(bool); ok && !enabled {
+		return nil
+	}
+	if u, _ := mgr["controlPlaneURL"].(string); u != "" {
+		return nil
+	}
+	return cliopts.Fail(cliopts.ExitCannot, "no Control Plane URL: pass --control-plane-url with the URL from the Control Plane's install command (or --set manager.enabled=false to install without the Manager); nothing was changed")
 }
