@@ -18,6 +18,9 @@ import (
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
+// legacyWorkloadConfig is why legacy workload configuration is refused (docs/protocol.md).
+const legacyWorkloadConfig = "legacy workload configuration is not applied by this Manager: proxies are configured only through signed nexo.io objects (NexoProxy, NexoPipeline, NexoDeploymentProfile and the step kinds), which the operator validates and renders; send a deploy command with the equivalent Nexo objects instead; nothing was applied"
+
 func failed(format string, args ...any) protocol.Ack {
 	return protocol.Ack{Status: protocol.Failed, Message: fmt.Sprintf(format, args...)}
 }
@@ -36,8 +39,10 @@ func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
 			catalog.BuildVersion, cmd.TargetVersion)
 	case protocol.Uninstall:
 		return a.uninstall(ctx, cmd)
+	case protocol.WorkloadConfig:
+		return failed(legacyWorkloadConfig)
 	}
-	return failed("unknown command type %q", cmd.Type)
+	return failed("unknown command type %q: this Manager (%s) handles deploy, rollout, upgrade and uninstall", cmd.Type, catalog.BuildVersion)
 }
 
 // deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature for
@@ -59,7 +64,7 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		}
 		where := fmt.Sprintf("manifest %d (%s %s/%s)", i, u.GetKind(), u.GetNamespace(), u.GetName())
 		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
-			return failed("%s: only nexo.io kinds are deployed; nothing was applied", where)
+			return failed("%s: only nexo.io kinds are deployed (a raw workload object is legacy workload configuration: send the equivalent Nexo objects instead); nothing was applied", where)
 		}
 		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
 			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))

@@ -327,3 +327,15 @@ func TestConfigurationWithoutAControlPlaneURLIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyWorkloadConfigurationIsRefusedWithAReason: earlier Managers applied legacy workload
+// configuration (seed 001). This one refuses it, and says what to send instead, rather than a
+// generic "unknown command".
+func TestLegacyWorkloadConfigurationIsRefusedWithAReason(t *testing.T) {
+	cp := newCraftedCP(t, protocol.Command{ID: "legacy", Type: protocol.WorkloadConfig})
+	round(t, newAgent(t, func(c *agent.Config) { c.ControlPlaneURL = cp.URL }))
+	ack := cp.lastAck("legacy")
+	if ack.Status != protocol.Failed || !strings.Contains(ack.Message, "legacy workload configuration") || !strings.Contains(ack.Message, "deploy command") {
+		t.Fatalf("ack %+v", ack)
+	}
+}

@@ -33,7 +33,9 @@ type Server struct {
 	AdminToken string
 	// NextHeartbeat is what heartbeat responses ask for (default 30s).
 	NextHeartbeat time.Duration
-	Log           *slog.Logger
+	// Now is the clock for heartbeat ages (time.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Handler returns the HTTP handler.
@@ -42,6 +44,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/heartbeat", s.heartbeat)
 	mux.HandleFunc("POST /v1/commands/{id}/ack", s.ack)
 	mux.HandleFunc("POST /admin/environments", s.admin(s.createEnvironment))
+	mux.HandleFunc("GET /admin/environments", s.admin(s.listEnvironments))
 	mux.HandleFunc("GET /admin/environments/{env}", s.admin(s.showEnvironment))
 	mux.HandleFunc("POST /admin/environments/{env}/commands", s.admin(s.enqueue))
 	return mux
@@ -136,6 +139,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
 func (s *Server) nextHeartbeat() time.Duration {
 	if s.NextHeartbeat <= 0 {
 		return 30 * time.Second
@@ -211,9 +221,68 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) {
 // EnvironmentView is the admin API's view of an environment: inventory and command history.
 type EnvironmentView struct {
 	Environment
-	LastHeartbeat *time.Time          `json:"lastHeartbeat,omitempty"`
-	Inventory     *protocol.Heartbeat `json:"inventory,omitempty"`
-	Commands      []CommandRecord     `json:"commands"`
+	Health
+	Inventory *protocol.Heartbeat `json:"inventory,omitempty"`
+	Commands  []CommandRecord     `json:"commands"`
+}
+
+// Heartbeat states of an environment, by the age of its last heartbeat against the interval the
+// Control Plane asks for (NextHeartbeat, 30 s by default).
+const (
+	// StateNever: no heartbeat yet (the Manager is not installed, or cannot reach us).
+	StateNever = "never"
+	// StateHealthy: the last heartbeat is at most 3 intervals old.
+	StateHealthy = "healthy"
+	// StateStale: 3 to 10 intervals: heartbeats are being missed (network, Control Plane load).
+	StateStale = "stale"
+	// StateLost: more than 10 intervals: the Manager is gone or cut off; commands are not delivered.
+	StateLost = "lost"
+)
+
+// Health is the heartbeat state of an environment.
+type Health struct {
+	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
+	// AgeSeconds is the age of the last heartbeat when the view was made.
+	AgeSeconds *int64 `json:"heartbeatAgeSeconds,omitempty"`
+	State      string `json:"state"`
+}
+
+func (s *Server) health(ctx context.Context, envID string, now time.Time) (Health, string) {
+	at, body, err := s.Store.LastHeartbeat(ctx, envID)
+	if err != nil || body == "" {
+		return Health{State: StateNever}, ""
+	}
+	age := now.Sub(at)
+	secs := int64(age.Seconds())
+	h := Health{LastHeartbeat: &at, AgeSeconds: &secs, State: StateHealthy}
+	switch interval := s.nextHeartbeat(); {
+	case age > 10*interval:
+		h.State = StateLost
+	case age > 3*interval:
+		h.State = StateStale
+	}
+	return h, body
+}
+
+// EnvironmentSummary is one row of the environment listing.
+type EnvironmentSummary struct {
+	Environment
+	Health
+}
+
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
+	envs, err := s.Store.Environments(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "storage error")
+		return
+	}
+	out := []EnvironmentSummary{}
+	now := s.now()
+	for _, e := range envs {
+		h, _ := s.health(r.Context(), e.ID, now)
+		out = append(out, EnvironmentSummary{Environment: e, Health: h})
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) {
@@ -223,10 +292,12 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view := EnvironmentView{Environment: env}
-	if at, body, err := s.Store.LastHeartbeat(r.Context(), env.ID); err == nil && body != "" {
+	h, body := s.health(r.Context(), env.ID, s.now())
+	view.Health = h
+	if body != "" {
 		var hb protocol.Heartbeat
 		_ = json.Unmarshal([]byte(body), &hb)
-		view.LastHeartbeat, view.Inventory = &at, &hb
+		view.Inventory = &hb
 	}
 	view.Commands, _ = s.Store.Commands(r.Context(), env.ID)
 	if view.Commands == nil {
@@ -322,6 +393,8 @@ func (s *Server) prepare(ctx context.Context, envID string, c *protocol.Command)
 		if c.Proxy == nil || c.Proxy.Namespace == "" || c.Proxy.Name == "" {
 			return errors.New("uninstall needs a proxy {namespace, name}")
 		}
+	case protocol.WorkloadConfig:
+		return errors.New("legacy workload configuration is not supported by Managers of this protocol: deploy the equivalent nexo.io objects (NexoProxy, NexoPipeline, NexoDeploymentProfile, steps) instead")
 	default:
 		return fmt.Errorf("unknown command type %q: use deploy, rollout, upgrade or uninstall", c.Type)
 	}

@@ -119,6 +119,26 @@ func (s *Store) env(ctx context.Context, q, arg string) (Environment, error) {
 	return e, err
 }
 
+// Environments lists every environment, oldest first.
+func (s *Store) Environments(ctx context.Context) ([]Environment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, name, cluster_id, created FROM environments ORDER BY created, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Environment
+	for rows.Next() {
+		var e Environment
+		var created string
+		if err := rows.Scan(&e.ID, &e.Name, &e.ClusterID, &created); err != nil {
+			return nil, err
+		}
+		e.Created = parseTime(created)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 // BindCluster binds an unbound environment to a cluster identity. It reports whether the
 // environment is (now) bound to clusterID.
 func (s *Store) BindCluster(ctx context.Context, envID, clusterID string) (bool, error) {

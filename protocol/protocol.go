@@ -67,6 +67,10 @@ const (
 	Rollout   = "rollout"
 	Upgrade   = "upgrade"
 	Uninstall = "uninstall"
+	// WorkloadConfig is the legacy workload configuration of earlier Managers (seed 001):
+	// raw workload settings instead of Nexo objects. This Manager refuses it with a reason that
+	// says what to send instead; it is never applied.
+	WorkloadConfig = "workload-config"
 )
 
 // Command is one instruction. A command id is applied at most once.

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -166,7 +167,31 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 			return enc.Encode(v)
 		},
 	}
-	env.AddCommand(create, show)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List environments with their heartbeat state (never, healthy, stale, lost) and age",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			var envs []controlplane.EnvironmentSummary
+			if err := call("GET", "/admin/environments", nil, &envs); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tLAST HEARTBEAT\tAGE")
+			for _, e := range envs {
+				last, age := "-", "-"
+				if e.LastHeartbeat != nil {
+					last = e.LastHeartbeat.UTC().Format(time.RFC3339)
+				}
+				if e.AgeSeconds != nil {
+					age = (time.Duration(*e.AgeSeconds) * time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.Name, e.State, last, age)
+			}
+			return tw.Flush()
+		},
+	}
+	env.AddCommand(create, show, list)
 	return env
 }
 

@@ -81,6 +81,9 @@ func TestServeRegisterDeploy(t *testing.T) {
 	if len(r.Commands) != 1 || r.Commands[0].Type != protocol.Deploy || r.NextHeartbeatSeconds != 5 {
 		t.Errorf("heartbeat response %+v", r)
 	}
+	if out, err := cli(t, context.Background(), append(common, "env", "list")...); err != nil || !strings.Contains(out, envID) || !strings.Contains(out, "healthy") {
+		t.Errorf("env list after a heartbeat: %v\n%s", err, out)
+	}
 }
 
 func TestServeRefusesPlainHTTPOffLoopback(t *testing.T) {
