@@ -547,22 +547,32 @@ func TestControlPlaneRestartMidCommand(t *testing.T) {
 	}
 }
 
-// TestTokenRotation: the Manager re-reads its token file; a rotated token is used at the next
-// heartbeat without a restart.
+// TestTokenRotation: the Control Plane issues a new token for the environment (a protected
+// admin operation); the old one keeps working during the grace period; nexoctl install
+// --token-file NEW replaces the Secret (here: the mounted file) and the Manager uses it at the
+// next heartbeat without a restart; from then on the old token gets 401 saying it was rotated.
 func TestTokenRotation(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	_ = os.WriteFile(tokenFile, []byte(token), 0o600)
 	a := newAgent(t, func(c *agent.Config) { c.TokenFile = tokenFile })
 	round(t, a)
-	var second controlplane.NewEnvironment
-	cp.admin("POST", "/admin/environments", map[string]string{"name": "rotated"}, &second)
-	_ = os.WriteFile(tokenFile, []byte(second.Token), 0o600)
-	round(t, a)
-	var v controlplane.EnvironmentView
-	cp.admin("GET", "/admin/environments/"+second.ID, nil, &v)
-	if v.LastHeartbeat == nil {
-		t.Fatal("the rotated token was not used")
+	var rotated controlplane.RotatedToken
+	if code := cp.admin("POST", "/admin/environments/"+envID+"/token", nil, &rotated); code != 200 || rotated.Token == "" || rotated.Token == token {
+		t.Fatalf("rotate: %d", code)
+	}
+	old := token
+	token = rotated.Token // later tests use the current token
+	round(t, a)           // still the old file: valid during the grace period
+	_ = os.WriteFile(tokenFile, []byte(rotated.Token), 0o600)
+	round(t, a) // the new token; the old one's grace ends
+	_ = os.WriteFile(tokenFile, []byte(old), 0o600)
+	_, err := a.Round(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "rotated") {
+		t.Fatalf("the old token after the Manager used the new one: %v", err)
+	}
+	if strings.Contains(err.Error(), old) {
+		t.Fatal("the error shows the token")
 	}
 }
 

@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/environments", s.admin(s.listEnvironments))
 	mux.HandleFunc("GET /admin/environments/{env}", s.admin(s.showEnvironment))
 	mux.HandleFunc("POST /admin/environments/{env}/commands", s.admin(s.enqueue))
+	mux.HandleFunc("POST /admin/environments/{env}/token", s.admin(s.rotateToken))
 	return mux
 }
 
@@ -78,9 +79,13 @@ func (s *Server) environment(w http.ResponseWriter, r *http.Request) (Environmen
 		writeError(w, http.StatusUnauthorized, "missing or malformed connect token")
 		return Environment{}, false
 	}
-	env, err := s.Store.EnvironmentByTokenHash(r.Context(), connecttoken.Hash(tok))
+	env, rotatedAt, err := s.Store.Authenticate(r.Context(), connecttoken.Hash(tok), s.now())
 	if errors.Is(err, ErrNotFound) {
 		writeError(w, http.StatusUnauthorized, "unknown connect token")
+		return env, false
+	}
+	if errors.Is(err, ErrTokenRotated) {
+		writeError(w, http.StatusUnauthorized, "this connect token was rotated at %s and its grace period is over; install the new token: nexoctl install --token-file NEW", rotatedAt.UTC().Format(time.RFC3339))
 		return env, false
 	}
 	if err != nil {
@@ -216,6 +221,52 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) {
 	env, _ := s.Store.Environment(r.Context(), id)
 	s.log().Info("environment registered", "environment", id, "name", req.Name)
 	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
+}
+
+// DefaultTokenGrace is how long a rotated connect token stays valid if the Manager never uses
+// the new one.
+const DefaultTokenGrace = 24 * time.Hour
+
+// RotatedToken is the admin API's answer to a token rotation: the new token is shown this once.
+type RotatedToken struct {
+	Token string `json:"token"`
+	// OldValidUntil is when the previous token stops working at the latest; it stops earlier,
+	// as soon as the Manager heartbeats with the new one.
+	OldValidUntil time.Time `json:"oldValidUntil"`
+}
+
+// rotateToken issues a new connect token for an environment (body: {"graceSeconds": n}, optional).
+func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		GraceSeconds int64 `json:"graceSeconds"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&req); err != nil || req.GraceSeconds < 0 {
+			writeError(w, http.StatusBadRequest, "body is {\"graceSeconds\": n} with n >= 0, or empty")
+			return
+		}
+	}
+	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
+	if errors.Is(err, ErrNotFound) {
+		writeError(w, http.StatusNotFound, "no environment %s", r.PathValue("env"))
+		return
+	}
+	grace := DefaultTokenGrace
+	if req.GraceSeconds > 0 {
+		grace = time.Duration(req.GraceSeconds) * time.Second
+	}
+	token, err := connecttoken.New(env.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "cannot issue a token")
+		return
+	}
+	until := s.now().Add(grace)
+	if err := s.Store.RotateToken(r.Context(), env.ID, connecttoken.Hash(token), until); err != nil {
+		writeError(w, http.StatusInternalServerError, "storage error")
+		return
+	}
+	s.log().Info("connect token rotated", "environment", env.ID, "oldValidUntil", until.UTC().Format(time.RFC3339))
+	writeJSON(w, http.StatusOK, RotatedToken{Token: token, OldValidUntil: until})
 }
 
 // EnvironmentView is the admin API's view of an environment: inventory and command history.

@@ -45,7 +45,11 @@ var ErrNotFound = errors.New("not found")
 const schema = `
 CREATE TABLE IF NOT EXISTS environments (
   id TEXT PRIMARY KEY, name TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
-  cluster_id TEXT NOT NULL DEFAULT '', created TEXT NOT NULL);
+  cluster_id TEXT NOT NULL DEFAULT '', created TEXT NOT NULL,
+  -- token rotation: the previous token stays valid until the Manager uses the new one or the
+  -- grace deadline passes; the last retired one is remembered to say "rotated" when it is used.
+  old_token_hash TEXT NOT NULL DEFAULT '', old_token_until TEXT NOT NULL DEFAULT '',
+  retired_token_hash TEXT NOT NULL DEFAULT '', rotated TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS commands (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
   env_id TEXT NOT NULL REFERENCES environments(id), type TEXT NOT NULL,
@@ -101,6 +105,72 @@ func (s *Store) CreateEnvironment(ctx context.Context, id, name, tokenHash strin
 // EnvironmentByTokenHash finds the environment a token belongs to.
 func (s *Store) EnvironmentByTokenHash(ctx context.Context, hash string) (Environment, error) {
 	return s.env(ctx, `SELECT id, name, cluster_id, created FROM environments WHERE token_hash = ?`, hash)
+}
+
+// ErrTokenRotated is returned for a connect token that was replaced and whose grace ended.
+var ErrTokenRotated = errors.New("connect token rotated")
+
+// Authenticate finds the environment of a token hash at time now. The current token always
+// works, and its first use ends the previous token's grace. The previous token works until then
+// or until its grace deadline. A retired token returns ErrTokenRotated with the rotation time.
+func (s *Store) Authenticate(ctx context.Context, hash string, at time.Time) (Environment, time.Time, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Environment{}, time.Time{}, err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var e Environment
+	var created, current, old, oldUntil, retired, rotated string
+	err = tx.QueryRowContext(ctx, `SELECT id, name, cluster_id, created, token_hash, old_token_hash, old_token_until, retired_token_hash, rotated
+		FROM environments WHERE token_hash = ? OR (old_token_hash != '' AND old_token_hash = ?) OR (retired_token_hash != '' AND retired_token_hash = ?)`,
+		hash, hash, hash).Scan(&e.ID, &e.Name, &e.ClusterID, &created, &current, &old, &oldUntil, &retired, &rotated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, time.Time{}, ErrNotFound
+	}
+	if err != nil {
+		return e, time.Time{}, err
+	}
+	e.Created = parseTime(created)
+	rotatedAt := parseTime(rotated)
+	retire := func() error {
+		_, err := tx.ExecContext(ctx, `UPDATE environments SET retired_token_hash = old_token_hash, old_token_hash = '', old_token_until = '' WHERE id = ?`, e.ID)
+		return err
+	}
+	switch {
+	case hash == current:
+		if old != "" { // the Manager holds the new token: the old one's grace ends now
+			if err := retire(); err != nil {
+				return e, time.Time{}, err
+			}
+		}
+		return e, time.Time{}, tx.Commit()
+	case hash == old && at.Before(parseTime(oldUntil)):
+		return e, time.Time{}, tx.Commit()
+	case hash == old:
+		if err := retire(); err != nil {
+			return e, time.Time{}, err
+		}
+		if err := tx.Commit(); err != nil {
+			return e, time.Time{}, err
+		}
+		return e, rotatedAt, ErrTokenRotated
+	default: // the retired token
+		return e, rotatedAt, ErrTokenRotated
+	}
+}
+
+// RotateToken makes newHash the environment's token; the current one stays valid until the new
+// one is used or until graceUntil.
+func (s *Store) RotateToken(ctx context.Context, envID, newHash string, graceUntil time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE environments SET old_token_hash = token_hash, old_token_until = ?, token_hash = ?, rotated = ? WHERE id = ?`,
+		graceUntil.UTC().Format(time.RFC3339Nano), newHash, now(), envID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // Environment reads one environment.

@@ -191,7 +191,29 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	env.AddCommand(create, show, list)
+	var grace time.Duration
+	var newTokenOut string
+	rotate := &cobra.Command{
+		Use:   "rotate-token ID --token-out FILE",
+		Short: "Issue a new connect token; the old one works until the Manager uses the new one or --grace passes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var r controlplane.RotatedToken
+			if err := call("POST", "/admin/environments/"+args[0]+"/token", map[string]int64{"graceSeconds": int64(grace.Seconds())}, &r); err != nil {
+				return err
+			}
+			if err := os.WriteFile(newTokenOut, []byte(r.Token), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "new connect token for %s written to %s; install it with: nexoctl install --token-file %s\nthe old token stops working when the Manager first uses the new one, at the latest %s\n",
+				args[0], newTokenOut, newTokenOut, r.OldValidUntil.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	rotate.Flags().DurationVar(&grace, "grace", controlplane.DefaultTokenGrace, "how long the old token stays valid at the most")
+	rotate.Flags().StringVar(&newTokenOut, "token-out", "", "file for the new token (mode 0600); it is never printed")
+	_ = rotate.MarkFlagRequired("token-out")
+	env.AddCommand(create, show, list, rotate)
 	return env
 }
 

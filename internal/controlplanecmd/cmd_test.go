@@ -84,6 +84,11 @@ func TestServeRegisterDeploy(t *testing.T) {
 	if out, err := cli(t, context.Background(), append(common, "env", "list")...); err != nil || !strings.Contains(out, envID) || !strings.Contains(out, "healthy") {
 		t.Errorf("env list after a heartbeat: %v\n%s", err, out)
 	}
+	out, err = cli(t, context.Background(), append(common, "env", "rotate-token", envID, "--token-out", p("token2"), "--grace", "1h")...)
+	newToken, _ := os.ReadFile(p("token2"))
+	if err != nil || len(newToken) == 0 || strings.Contains(out, string(newToken)) || !strings.Contains(out, "nexoctl install --token-file") {
+		t.Errorf("env rotate-token: %v\n%s", err, out)
+	}
 }
 
 func TestServeRefusesPlainHTTPOffLoopback(t *testing.T) {
