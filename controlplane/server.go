@@ -33,6 +33,8 @@ type Server struct {
 	AdminToken string
 	// NextHeartbeat is what heartbeat responses ask for (default 30s).
 	NextHeartbeat time.Duration
+	// PublicURL is the URL Managers reach this Control Plane at, named in install commands.
+	PublicURL string
 	// Now is the clock for heartbeat ages (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
@@ -48,6 +50,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/environments/{env}", s.admin(s.showEnvironment))
 	mux.HandleFunc("POST /admin/environments/{env}/commands", s.admin(s.enqueue))
 	mux.HandleFunc("POST /admin/environments/{env}/token", s.admin(s.rotateToken))
+	mux.HandleFunc("GET /admin/environments/{env}/install", s.admin(s.installCommand))
 	return mux
 }
 

@@ -47,6 +47,7 @@ func serveCmd() *cobra.Command {
 	var db, listen, keyFile, adminTokenFile, cert, key string
 	var heartbeat time.Duration
 	var insecure bool
+	var publicURL string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the Manager protocol and the admin API",
@@ -76,7 +77,14 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer store.Close()
-			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default()}
+			if publicURL == "" {
+				scheme := "http"
+				if cert != "" {
+					scheme = "https"
+				}
+				publicURL = scheme + "://" + listen
+			}
+			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default(), PublicURL: publicURL}
 			srv := controlplane.NewHTTPServer(listen, s.Handler())
 			go func() { <-cmd.Context().Done(); _ = srv.Shutdown(context.Background()) }()
 			slog.Info("control plane listening", "address", listen, "tls", cert != "", "signingKey", signature.KeyID(priv.Public().(ed25519.PublicKey)))
@@ -99,6 +107,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate (required off loopback)")
 	f.StringVar(&key, "tls-key", "", "TLS key")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP off loopback")
+	f.StringVar(&publicURL, "public-url", "", "the URL Managers reach this Control Plane at, named in install commands (default: the listen address)")
 	f.DurationVar(&heartbeat, "heartbeat-interval", 30*time.Second, "nextHeartbeatSeconds sent to Managers")
 	return cmd
 }
@@ -213,7 +222,24 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 	rotate.Flags().DurationVar(&grace, "grace", controlplane.DefaultTokenGrace, "how long the old token stays valid at the most")
 	rotate.Flags().StringVar(&newTokenOut, "token-out", "", "file for the new token (mode 0600); it is never printed")
 	_ = rotate.MarkFlagRequired("token-out")
-	env.AddCommand(create, show, list, rotate)
+	install := &cobra.Command{
+		Use:   "install-command ID",
+		Short: "Print the version-pinned install command and values for an environment (nexoctl, Helm values, OLM Subscription)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var ic controlplane.InstallCommand
+			if err := call("GET", "/admin/environments/"+args[0]+"/install", nil, &ic); err != nil {
+				return err
+			}
+			values, _ := json.Marshal(ic.HelmValues)
+			fmt.Fprintf(out, "# Nexo Edge %s for environment %s; the connect token is the file you saved (never part of these commands)\n", ic.Version, ic.Environment)
+			fmt.Fprintf(out, "\n# nexoctl (Helm SDK, chart embedded):\n%s\n", ic.Nexoctl)
+			fmt.Fprintf(out, "\n# Helm values:\n%s\n", values)
+			fmt.Fprintf(out, "\n# OLM: apply this Subscription, then add the token Secret:\n%s\n%s\n", ic.OLMSubscription, ic.OLMTokenSecret)
+			return nil
+		},
+	}
+	env.AddCommand(create, show, list, rotate, install)
 	return env
 }
 

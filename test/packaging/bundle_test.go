@@ -136,3 +136,24 @@ func loadBundle(t *testing.T, dir string) *manifests.Bundle {
 	}
 	return b
 }
+
+// TestCSVTakesItsConfigurationFromTheSubscription: OLM users configure through the
+// Subscription's config.env, which OLM adds to every container of the CSV's Deployments. So
+// neither container may pin the Control Plane URL or the environment in its args (an arg wins
+// over the environment variable the flag defaults to), and the CSV names no historical host.
+func TestCSVTakesItsConfigurationFromTheSubscription(t *testing.T) {
+	bundle := loadBundle(t, filepath.Join(testcluster.RepoRoot(), "bundle"))
+	raw, _ := yaml.Marshal(bundle.CSV)
+	if strings.Contains(string(raw), "cp.nexo.io") {
+		t.Error("the CSV names cp.nexo.io, a historical host and no contract")
+	}
+	for _, d := range bundle.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, a := range c.Args {
+				if strings.HasPrefix(a, "--control-plane-url") || strings.HasPrefix(a, "--environment-id") {
+					t.Errorf("%s/%s pins %s; the Subscription's config.env could not override it", d.Name, c.Name, a)
+				}
+			}
+		}
+	}
+}
