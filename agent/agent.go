@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -58,6 +59,10 @@ type Config struct {
 	TrustedKeys func() (map[string]ed25519.PublicKey, error)
 	// ProxyImage is the configured proxy image, reported in heartbeats.
 	ProxyImage string
+	// TrustedKeysSecret is the Secret (in Namespace) the operator reads trusted signing keys from.
+	// The Manager keeps its control-plane-<key id>.pem entries equal to the keys the Control
+	// Plane advertises in each heartbeat answer; other entries are left alone. "" disables it.
+	TrustedKeysSecret string
 	// AllowAdoption is the migration gate: with it, a deploy may take over an existing object
 	// that carries AdoptAnnotation="true"; without it, any object without the owner label is refused.
 	AllowAdoption bool
@@ -78,6 +83,8 @@ type Agent struct {
 	mu            sync.Mutex
 	lastHeartbeat time.Time
 	reachable     bool
+	// advertised are the signing keys of the last heartbeat answer (trusted for deploys too).
+	advertised map[string]ed25519.PublicKey
 }
 
 // Validate reports a configuration the Manager cannot run with, saying what to set.
@@ -129,11 +136,21 @@ func (a *Agent) environment() string {
 	return env
 }
 
+// trustedKeys are the configured keys (the mounted Secret) and the ones the Control Plane
+// advertised in its last answer.
 func (a *Agent) trustedKeys() (map[string]ed25519.PublicKey, error) {
-	if a.cfg.TrustedKeys == nil {
-		return nil, nil
+	out := map[string]ed25519.PublicKey{}
+	if a.cfg.TrustedKeys != nil {
+		keys, err := a.cfg.TrustedKeys()
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, keys)
 	}
-	return a.cfg.TrustedKeys()
+	a.mu.Lock()
+	maps.Copy(out, a.advertised)
+	a.mu.Unlock()
+	return out, nil
 }
 
 // token re-reads the token file on every call, so a rotated Secret is picked up.
@@ -178,6 +195,11 @@ func (a *Agent) Round(ctx context.Context) (time.Duration, error) {
 	a.recordHeartbeat(ctx, err)
 	if err != nil {
 		return 0, err
+	}
+	if len(resp.SigningKeys) > 0 {
+		if err := a.syncKeys(ctx, resp.SigningKeys); err != nil {
+			a.cfg.Log.Error(err, "cannot update the trusted-keys Secret; deploys still use the advertised keys")
+		}
 	}
 	for _, cmd := range resp.Commands {
 		a.handle(ctx, cmd)

@@ -209,7 +209,7 @@ func newAgent(t *testing.T, opts ...func(*agent.Config)) *agent.Agent {
 		defer logsMu.Unlock()
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{})
-	cfg := agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system",
+	cfg := agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system", TrustedKeysSecret: "nexo-trusted-keys",
 		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
 		}, Version: "0.2.0", AckAttempts: 2, Log: log,

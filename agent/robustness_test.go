@@ -9,6 +9,8 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +19,10 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -338,4 +343,88 @@ func TestLegacyWorkloadConfigurationIsRefusedWithAReason(t *testing.T) {
 	if ack.Status != protocol.Failed || !strings.Contains(ack.Message, "legacy workload configuration") || !strings.Contains(ack.Message, "deploy command") {
 		t.Fatalf("ack %+v", ack)
 	}
+}
+
+// TestSigningKeyRotationReachesTheCluster: the Control Plane advertises its signing keys in every
+// heartbeat answer and the Manager keeps the trusted-keys Secret equal to them (it runs as the
+// chart's ServiceAccount, whose rights on Secrets are that one Secret). A rotation has an
+// overlap: objects signed by the old key stay valid and the new key signs new ones; retiring the
+// old key removes it, and the operator (following the Secret, no restart) stops accepting what
+// only it signed. Runs last: it retires the suite's key.
+func TestSigningKeyRotationReachesTheCluster(t *testing.T) {
+	ctx := context.Background()
+	a := newAgent(t)
+	deploy := func(name string) string {
+		t.Helper()
+		raw, _ := json.Marshal(map[string]any{"apiVersion": "nexo.io/v1alpha1", "kind": "NexoRateLimit",
+			"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": map[string]any{"operationsPerSecond": 3}})
+		id := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{raw}})
+		round(t, a)
+		if c := commandStatus(t, id); c.Status != protocol.Applied {
+			t.Fatalf("deploy %s: %+v", name, c)
+		}
+		return name
+	}
+	secretKeys := func() []string {
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-trusted-keys"}, s); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for name := range s.Data {
+			if strings.HasPrefix(name, "control-plane-") {
+				ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(name, "control-plane-"), ".pem"))
+			}
+		}
+		sort.Strings(ids)
+		return ids
+	}
+	verdict := func(name string) string {
+		o := &nexov1alpha1.NexoRateLimit{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, o); err != nil {
+			return err.Error()
+		}
+		if c := meta.FindStatusCondition(o.Status.Conditions, nexov1alpha1.ConditionSignatureValid); c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	waitVerdict := func(name, want string) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return verdict(name) == want, nil
+		}); err != nil {
+			t.Fatalf("%s: SignatureValid reason %q, want %q", name, verdict(name), want)
+		}
+	}
+	// Trust bootstrap: no hand-made trusted-keys Secret; the Manager creates it from the channel.
+	if err := k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: "nexo-trusted-keys"}}); err != nil {
+		t.Fatal(err)
+	}
+	oldID := signature.KeyID(cpPub)
+	byOld := deploy("signed-by-old-key")
+	if got := secretKeys(); len(got) != 1 || got[0] != oldID {
+		t.Fatalf("trusted-keys Secret holds %v, want the Control Plane's key %s", got, oldID)
+	}
+	var rotated map[string]string
+	if code := cp.admin("POST", "/admin/signing-keys/rotate", nil, &rotated); code != 200 {
+		t.Fatalf("rotate: %d", code)
+	}
+	newID := rotated["keyId"]
+	byNew := deploy("signed-by-new-key") // signed with the new key, verified with the advertised set
+	if got := secretKeys(); len(got) != 2 || !slices.Contains(got, oldID) || !slices.Contains(got, newID) {
+		t.Fatalf("during the overlap the Secret holds %v, want both %s and %s", got, oldID, newID)
+	}
+	waitVerdict(byOld, "Signed")
+	waitVerdict(byNew, "Signed")
+
+	if code := cp.admin("POST", "/admin/signing-keys/"+oldID+"/retire", nil, nil); code != 204 {
+		t.Fatalf("retire: %d", code)
+	}
+	round(t, a)
+	if got := secretKeys(); len(got) != 1 || got[0] != newID {
+		t.Fatalf("after retiring the old key the Secret holds %v, want only %s", got, newID)
+	}
+	waitVerdict(byOld, "UnknownSigningKey")
+	waitVerdict(byNew, "Signed")
 }

@@ -51,6 +51,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /admin/environments/{env}/commands", s.admin(s.enqueue))
 	mux.HandleFunc("POST /admin/environments/{env}/token", s.admin(s.rotateToken))
 	mux.HandleFunc("GET /admin/environments/{env}/install", s.admin(s.installCommand))
+	mux.HandleFunc("POST /admin/signing-keys/rotate", s.admin(s.rotateKey))
+	mux.HandleFunc("POST /admin/signing-keys/{key}/retire", s.admin(s.retireKey))
 	return mux
 }
 
@@ -137,7 +139,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "storage error")
 		return
 	}
-	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}}
+	keys, err := s.advertisedKeys(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "signing keys unavailable")
+		s.log().Error("signing keys", "error", err)
+		return
+	}
+	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}, SigningKeys: keys}
 	for _, rec := range records {
 		var c protocol.Command
 		if err := json.Unmarshal([]byte(rec.Body), &c); err == nil {
@@ -379,9 +387,14 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.ID = "cmd-" + randomID(8)
+	key, err := s.activeKey(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "no signing key")
+		return
+	}
 	_, err = s.Store.Enqueue(r.Context(), env.ID, c.ID, c.Type, func(seq int64) (string, error) {
 		for i, raw := range c.Manifests {
-			signed, err := s.sign(raw, signature.Claims{Audience: env.ID, Revision: seq})
+			signed, err := sign(key, raw, signature.Claims{Audience: env.ID, Revision: seq})
 			if err != nil {
 				return "", fmt.Errorf("manifest %d: %w", i, err)
 			}
@@ -404,12 +417,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]string{"id": c.ID})
 }
 
-func (s *Server) sign(raw json.RawMessage, claims signature.Claims) (json.RawMessage, error) {
+func sign(key ed25519.PrivateKey, raw json.RawMessage, claims signature.Claims) (json.RawMessage, error) {
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(raw); err != nil {
 		return nil, err
 	}
-	if err := signature.Sign(u, s.Key, claims); err != nil {
+	if err := signature.Sign(u, key, claims); err != nil {
 		return nil, err
 	}
 	return u.MarshalJSON()

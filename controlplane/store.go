@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS commands (
   body TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
   deliveries INTEGER NOT NULL DEFAULT 0, created TEXT NOT NULL, acked TEXT);
 CREATE INDEX IF NOT EXISTS commands_env ON commands(env_id, seq);
+CREATE TABLE IF NOT EXISTS signing_keys (
+  key_id TEXT PRIMARY KEY, private_pem TEXT NOT NULL, state TEXT NOT NULL, created TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS heartbeats (env_id TEXT PRIMARY KEY, at TEXT NOT NULL, body TEXT NOT NULL);
 -- desired is the environment's deployed set: what a rollout re-signs. A deploy adds to it when
 -- the Manager acknowledges it applied; an uninstall removes its proxy when it is queued.
@@ -398,4 +400,76 @@ func (s *Store) Commands(ctx context.Context, envID string) ([]CommandRecord, er
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// Signing-key states.
+const (
+	KeyActive   = "active"
+	KeyPrevious = "previous"
+	KeyRetired  = "retired"
+)
+
+// StoredKey is one Control Plane signing key.
+type StoredKey struct {
+	KeyID, PrivatePEM, State string
+}
+
+// SigningKeys lists the keys in the given states, newest first.
+func (s *Store) SigningKeys(ctx context.Context, states ...string) ([]StoredKey, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT key_id, private_pem, state FROM signing_keys ORDER BY created DESC, key_id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []StoredKey
+	for rows.Next() {
+		var k StoredKey
+		if err := rows.Scan(&k.KeyID, &k.PrivatePEM, &k.State); err != nil {
+			return nil, err
+		}
+		for _, st := range states {
+			if k.State == st {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, rows.Err()
+}
+
+// AddActiveKey makes a key the active signer; the former active key becomes previous (still
+// trusted until retired), in one transaction. Adding the active key again changes nothing.
+func (s *Store) AddActiveKey(ctx context.Context, keyID, privatePEM string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var state string
+	switch err := tx.QueryRowContext(ctx, `SELECT state FROM signing_keys WHERE key_id = ?`, keyID).Scan(&state); {
+	case err == nil && state == KeyActive:
+		return nil
+	case err == nil:
+		return fmt.Errorf("signing key %s is %s and cannot become active again", keyID, state)
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE signing_keys SET state = ? WHERE state = ?`, KeyPrevious, KeyActive); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO signing_keys(key_id, private_pem, state, created) VALUES(?,?,?,?)`, keyID, privatePEM, KeyActive, now()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// RetireKey stops trusting a previous key.
+func (s *Store) RetireKey(ctx context.Context, keyID string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE signing_keys SET state = ? WHERE key_id = ? AND state = ?`, KeyRetired, keyID, KeyPrevious)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
 }

@@ -59,6 +59,19 @@ type Deployment struct {
 type HeartbeatResponse struct {
 	NextHeartbeatSeconds int       `json:"nextHeartbeatSeconds"`
 	Commands             []Command `json:"commands"`
+	// SigningKeys are the public keys the Control Plane signs this environment's manifests with:
+	// the active one and those being retired (both valid during a rotation). The Manager keeps
+	// the cluster's trusted-keys Secret equal to this set.
+	SigningKeys []SigningKey `json:"signingKeys,omitempty"`
+}
+
+// SigningKey is one Control Plane public key.
+type SigningKey struct {
+	KeyID string `json:"keyId"`
+	// PublicKey is the PEM (PKIX) encoding.
+	PublicKey string `json:"publicKey"`
+	// State is "active" (signs new manifests) or "previous" (still trusted until retired).
+	State string `json:"state"`
 }
 
 // Command types.

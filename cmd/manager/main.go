@@ -38,6 +38,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", true, "hold the nexo-manager Lease so only one Manager applies commands")
 	flag.StringVar(&cfg.ProxyImage, "proxy-image", "", "configured proxy image, reported in heartbeats")
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
+	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of /metrics")

@@ -174,7 +174,7 @@ func checkMatrix(t *testing.T, cs kubernetes.Interface, rules []rule, in install
 					continue
 				}
 				for _, name := range names {
-					if name != "" && (gr.Resource != "configmaps" && gr.Resource != "leases") {
+					if name != "" && gr.Resource != "configmaps" && gr.Resource != "leases" && gr.Resource != "secrets" {
 						continue
 					}
 					probes = append(probes, &probe{gr: gr, namespaced: namespaced, verb: verb, ns: ns, name: name,
