@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,9 +267,32 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 		t.Errorf("cluster metadata %+v", inv.Cluster)
 	case len(inv.InstalledKinds) != len(catalog.Kinds) || inv.SchemaFingerprint != want || inv.BundleVersion != catalog.BuildVersion:
 		t.Errorf("kinds %d, fingerprint %s (want %s), bundle %s", len(inv.InstalledKinds), inv.SchemaFingerprint, want, inv.BundleVersion)
-	case !strings.Contains(strings.Join(inv.Capabilities, ","), protocol.CapSchemaFingerprint) || inv.ProtocolVersion != protocol.Version:
+	case !strings.Contains(strings.Join(inv.Capabilities, ","), protocol.CapSchemaFingerprint) || inv.ProtocolVersion != protocol.Version ||
+		!slices.Contains(inv.Capabilities, protocol.CapPromotionContract):
 		t.Errorf("capabilities %v", inv.Capabilities)
+	case !slices.Contains(inv.PipelineKinds["request"], "NexoRateLimit") || !slices.Contains(inv.PipelineKinds["router"], "NexoRouter") ||
+		slices.Contains(inv.PipelineKinds["response"], "NexoRateLimit"):
+		t.Errorf("pipeline kinds from the installed CRD %v", inv.PipelineKinds)
 	}
+	// The bundle version is the installed one, read from the cluster: change it there and the
+	// next heartbeat says so.
+	op := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: "nexo-operator"}, op); err != nil {
+		t.Fatal(err)
+	}
+	before := op.DeepCopy()
+	op.Labels["app.kubernetes.io/version"] = "0.1.9"
+	if err := k8s.Patch(context.Background(), op, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	round(t, newAgent(t))
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
+	if v.Inventory.BundleVersion != "0.1.9" {
+		t.Errorf("bundle version %q after the installed operator changed to 0.1.9", v.Inventory.BundleVersion)
+	}
+	before = op.DeepCopy()
+	op.Labels["app.kubernetes.io/version"] = catalog.BuildVersion
+	_ = k8s.Patch(context.Background(), op, client.MergeFrom(before))
 	status := &corev1.ConfigMap{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status); err != nil || status.Data["controlPlaneReachable"] != "true" || status.Data["lastHeartbeatTime"] == "" {
 		t.Errorf("status ConfigMap %v (%v)", status.Data, err)

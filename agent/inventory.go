@@ -2,7 +2,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,9 +28,9 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 		ManagerVersion:  a.cfg.Version,
 		ClusterID:       string(ks.UID),
 		ProxyImage:      a.cfg.ProxyImage,
-		BundleVersion:   catalog.BuildVersion,
 		Capabilities: []string{protocol.CapHeartbeat, protocol.CapDeploy, protocol.CapRollout, protocol.CapUpgrade,
-			protocol.CapUninstall, protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint},
+			protocol.CapUninstall, protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint,
+			protocol.CapPipelineKinds, protocol.CapPromotionContract},
 		Deployments: []protocol.Deployment{},
 	}
 	if v, err := a.discovery.ServerVersion(); err == nil {
@@ -46,6 +50,13 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	}
 	for _, c := range nexo {
 		hb.InstalledKinds = append(hb.InstalledKinds, c.Spec.Names.Kind)
+		if c.Spec.Names.Kind == "NexoPipeline" {
+			hb.PipelineKinds = pipelineKinds(&c)
+		}
+	}
+	op := &appsv1.Deployment{}
+	if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: "nexo-operator"}, op); err == nil {
+		hb.BundleVersion = op.Labels["app.kubernetes.io/version"]
 	}
 	sort.Strings(hb.InstalledKinds)
 	hb.SchemaFingerprint, _ = preflight.Fingerprint(nexo)
@@ -59,4 +70,29 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	}
 	hb.ManagedProxies = len(hb.Deployments)
 	return hb, nil
+}
+
+// pipelineKinds reads, from the installed NexoPipeline CRD, the kinds each slot accepts (the
+// enum on each reference's kind): what the cluster's API takes, whatever this build knows.
+func pipelineKinds(c *apiextensionsv1.CustomResourceDefinition) map[string][]string {
+	out := map[string][]string{}
+	for _, v := range c.Spec.Versions {
+		if v.Name != catalog.Version || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+		for slot, p := range spec.Properties {
+			if p.Items != nil && p.Items.Schema != nil {
+				p = *p.Items.Schema
+			}
+			for _, e := range p.Properties["kind"].Enum {
+				var kind string
+				if json.Unmarshal(e.Raw, &kind) == nil {
+					out[slot] = append(out[slot], kind)
+				}
+			}
+			sort.Strings(out[slot])
+		}
+	}
+	return out
 }

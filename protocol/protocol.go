@@ -20,6 +20,10 @@ const (
 	CapBundleVersion     = "inventory.bundle-version"
 	CapCRDKinds          = "inventory.crd-kinds"
 	CapSchemaFingerprint = "inventory.schema-fingerprint"
+	CapPipelineKinds     = "inventory.pipeline-kinds"
+	// CapPromotionContract: the Manager reports what a promotion between bundle versions needs
+	// (installed bundle version, kind set, schema fingerprint, accepted pipeline kinds), seed 001.
+	CapPromotionContract = "promotion-contract.v1"
 )
 
 // Heartbeat is the Manager's periodic report.
@@ -34,7 +38,13 @@ type Heartbeat struct {
 	ManagedProxies int          `json:"managedProxies"`
 	Deployments    []Deployment `json:"deployments"`
 	// Beyond the seeds, each advertised as a capability.
-	BundleVersion     string   `json:"bundleVersion,omitempty"`
+	// BundleVersion is the installed bundle, read from the cluster (the nexo-operator
+	// Deployment's app.kubernetes.io/version, which the chart and the CSV set); "" when no
+	// operator Deployment is found in the Manager's namespace.
+	BundleVersion string `json:"bundleVersion,omitempty"`
+	// PipelineKinds are the kinds the installed NexoPipeline CRD accepts, per slot (router,
+	// request, response, connection).
+	PipelineKinds     map[string][]string `json:"pipelineKinds,omitempty"`
 	InstalledKinds    []string `json:"installedKinds,omitempty"`
 	SchemaFingerprint string   `json:"schemaFingerprint,omitempty"`
 }

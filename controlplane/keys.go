@@ -1,0 +1,96 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"net/http"
+
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+// The Control Plane's signing keys live in its store: one active key signs new manifests, and
+// previous keys stay trusted (advertised to Managers) until an admin retires them, so a rotation
+// has an overlap in which manifests signed by either key verify. Server.Key seeds the store on
+// first use; afterwards the store is the truth.
+
+// activeKey returns the key that signs new manifests.
+func (s *Server) activeKey(ctx context.Context) (ed25519.PrivateKey, error) {
+	keys, err := s.Store.SigningKeys(ctx, KeyActive, KeyPrevious, KeyRetired)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		if s.Key == nil {
+			return nil, errors.New("no signing key")
+		}
+		id := signature.KeyID(s.Key.Public().(ed25519.PublicKey))
+		if err := s.Store.AddActiveKey(ctx, id, string(signature.MarshalPrivateKey(s.Key))); err != nil {
+			return nil, err
+		}
+		return s.Key, nil
+	}
+	for _, k := range keys {
+		if k.State == KeyActive {
+			return signature.ParsePrivateKey([]byte(k.PrivatePEM))
+		}
+	}
+	return nil, errors.New("no active signing key")
+}
+
+// advertisedKeys are the public keys Managers must trust: the active and the previous ones.
+func (s *Server) advertisedKeys(ctx context.Context) ([]protocol.SigningKey, error) {
+	if _, err := s.activeKey(ctx); err != nil { // seeds the store
+		return nil, err
+	}
+	keys, err := s.Store.SigningKeys(ctx, KeyActive, KeyPrevious)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.SigningKey, 0, len(keys))
+	for _, k := range keys {
+		priv, err := signature.ParsePrivateKey([]byte(k.PrivatePEM))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, protocol.SigningKey{KeyID: k.KeyID, State: k.State,
+			PublicKey: string(signature.MarshalPublicKey(priv.Public().(ed25519.PublicKey)))})
+	}
+	return out, nil
+}
+
+// rotateKey makes a new key active; the former one stays trusted until retired.
+func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.activeKey(r.Context()); err != nil {
+		writeError(w, http.StatusInternalServerError, "signing keys: %v", err)
+		return
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "cannot generate a key")
+		return
+	}
+	id := signature.KeyID(pub)
+	if err := s.Store.AddActiveKey(r.Context(), id, string(signature.MarshalPrivateKey(priv))); err != nil {
+		writeError(w, http.StatusInternalServerError, "storage error")
+		return
+	}
+	s.log().Info("signing key rotated", "active", id)
+	writeJSON(w, http.StatusOK, map[string]string{"keyId": id, "publicKey": string(signature.MarshalPublicKey(pub))})
+}
+
+// retireKey stops advertising a previous key: Managers drop it from the trusted-keys Secret at
+// their next heartbeat, and objects signed only by it stop verifying.
+func (s *Server) retireKey(w http.ResponseWriter, r *http.Request) {
+	switch err := s.Store.RetireKey(r.Context(), r.PathValue("key")); {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusConflict, "no previous signing key %s (the active key cannot be retired: rotate first)", r.PathValue("key"))
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "storage error")
+	default:
+		s.log().Info("signing key retired", "key", r.PathValue("key"))
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
