@@ -45,8 +45,8 @@ type Heartbeat struct {
 	// PipelineKinds are the kinds the installed NexoPipeline CRD accepts, per slot (router,
 	// request, response, connection).
 	PipelineKinds     map[string][]string `json:"pipelineKinds,omitempty"`
-	InstalledKinds    []string `json:"installedKinds,omitempty"`
-	SchemaFingerprint string   `json:"schemaFingerprint,omitempty"`
+	InstalledKinds    []string            `json:"installedKinds,omitempty"`
+	SchemaFingerprint string              `json:"schemaFingerprint,omitempty"`
 }
 
 // Cluster is metadata about the cluster.
