@@ -6,6 +6,9 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 export GOFLAGS := -buildvcs=false
+# The Manager reports "<version>+<stamp>-<commit>" (seed 001's build id, "20260613.371-384b887").
+BUILD_STAMP ?= $(shell date -u +%Y%m%d.%H%M)
+BUILD_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 
 .PHONY: all
 all: build
@@ -47,7 +50,7 @@ $(CONTROLLER_GEN):
 
 .PHONY: build
 build: ## Build the product binaries (and the demo supervisor) into bin/.
-	go build -o $(BIN)/ ./cmd/...
+	go build -ldflags "-X main.buildStamp=$(BUILD_STAMP) -X main.buildCommit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/nexo-demo ./hack/demo
 
 .PHONY: fmt

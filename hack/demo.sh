@@ -5,6 +5,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 dir=.demo
+# The demo Control Plane's URL and environment, from the file the demo writes.
+cp_url() { sed 's/.*"url":"\([^"]*\)".*/\1/' "$dir/controlplane.json"; }
+cp_env() { sed 's/.*"environment":"\([^"]*\)".*/\1/' "$dir/controlplane.json"; }
 alive() { kill -0 "$1" 2>/dev/null; }
 
 case "${1:-up}" in
@@ -48,7 +51,8 @@ Nexo Edge is running on loopback. Explore:
   bin/kubectl get nexo -A
   bin/nexoctl status orders-proxy -n shop
   bin/nexoctl status legacy-proxy -n shop
-  bin/controlplane --server \$(sed 's/.*"url":"\([^"]*\)".*/\1/' $dir/controlplane.json) ...   (admin API; see docs/protocol.md)
+  bin/controlplane --server $(cp_url) --admin-token-file $dir/admin-token env list
+  bin/controlplane --server $(cp_url) --admin-token-file $dir/admin-token env install-command $(cp_env)
 Logs: $dir/*.log. Stop everything: make demo-down
 EOF2
   ;;
@@ -79,6 +83,12 @@ down)
   ;;
 check)
   bin/nexo-demo check --dir "$dir" --bin bin
+  # The admin commands the demo prints work as printed.
+  out=$(bin/controlplane --server "$(cp_url)" --admin-token-file "$dir/admin-token" env list)
+  grep -q healthy <<<"$out" || { echo "demo check: controlplane env list does not show a healthy environment:"; echo "$out"; exit 1; }
+  bin/controlplane --server "$(cp_url)" --admin-token-file "$dir/admin-token" env install-command "$(cp_env)" | grep -q -- "--control-plane-url" \
+    || { echo "demo check: controlplane env install-command failed"; exit 1; }
+  echo "demo check: the printed Control Plane admin commands work"
   ;;
 *)
   echo "usage: hack/demo.sh up|down|check"; exit 2 ;;

@@ -28,15 +28,15 @@ import (
 )
 
 func main() {
-	cfg := agent.Config{Version: catalog.BuildVersion}
+	cfg := agent.Config{Version: buildVersion()}
 	var keysDir, probeAddr, metricsAddr string
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/nexo/connect-token/token", "connect token file (the mounted Secret; re-read on every heartbeat)")
 	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", os.Getenv("NEXO_CONTROL_PLANE_URL"), "Control Plane URL, from the Control Plane's install command; required (default $NEXO_CONTROL_PLANE_URL)")
 	flag.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the Manager's state and status ConfigMaps")
-	flag.StringVar(&cfg.OwnerID, "owner-id", "", "value of the nexo.io/owner label on everything the Manager creates (unique per installation; default env-<environment id of the connect token>)")
+	flag.StringVar(&cfg.OwnerID, "owner-id", os.Getenv("NEXO_OWNER_ID"), "value of the nexo.io/owner label on everything the Manager creates (unique per installation; default $NEXO_OWNER_ID, else env-<environment id of the connect token>)")
 	var leaderElect bool
 	flag.BoolVar(&leaderElect, "leader-elect", true, "hold the nexo-manager Lease so only one Manager applies commands")
-	flag.StringVar(&cfg.ProxyImage, "proxy-image", "", "configured proxy image, reported in heartbeats")
+	flag.StringVar(&cfg.ProxyImage, "proxy-image", os.Getenv("NEXO_PROXY_IMAGE"), "configured proxy image, reported in heartbeats (default $NEXO_PROXY_IMAGE)")
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
@@ -132,4 +132,15 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// buildStamp and buildCommit are set at link time (-ldflags "-X main.buildStamp=20260613.371
+// -X main.buildCommit=384b887"); the Manager reports "<bundle version>+<stamp>-<commit>".
+var buildStamp, buildCommit string
+
+func buildVersion() string {
+	if buildStamp == "" && buildCommit == "" {
+		return catalog.BuildVersion
+	}
+	return catalog.BuildVersion + "+" + strings.Trim(buildStamp+"-"+buildCommit, "-")
 }

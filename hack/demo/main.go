@@ -249,7 +249,11 @@ func (d *demo) up(ctx context.Context) error {
 	}
 	adminToken := randomHex(16) // independent of the signing key
 	cpAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
-	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: adminToken, NextHeartbeat: 5 * time.Second}
+	// Kept in a file (0600) so the admin commands the demo prints for exploring work as printed.
+	if err := os.WriteFile(d.path("admin-token"), []byte(adminToken), 0o600); err != nil {
+		return err
+	}
+	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr}
 	lis, err := net.Listen("tcp", cpAddr)
 	if err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
