@@ -30,14 +30,7 @@ import (
 // owner id come only from that env, and the Manager uses all three.
 func TestSubscriptionConfigEnvReachesTheManager(t *testing.T) {
 	ctx := context.Background()
-	raw, err := os.ReadFile(filepath.Join(testcluster.RepoRoot(), "bundle", "manifests", "nexo-operator.clusterserviceversion.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	csv := &operatorsv1alpha1.ClusterServiceVersion{}
-	if err := yaml.Unmarshal(raw, csv); err != nil {
-		t.Fatal(err)
-	}
+	csv := loadCSV(t)
 	var container *corev1.Container
 	for _, d := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
 		if d.Name == "nexo-manager" {
@@ -121,4 +114,18 @@ func TestSubscriptionConfigEnvReachesTheManager(t *testing.T) {
 	if !strings.Contains(logs.String(), "olm-install-7") { // the start line names the owner id in use
 		t.Errorf("the Manager does not use the owner id from config.env:\n%s", logs.String())
 	}
+}
+
+// loadCSV reads the generated ClusterServiceVersion of the bundle.
+func loadCSV(t *testing.T) *operatorsv1alpha1.ClusterServiceVersion {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testcluster.RepoRoot(), "bundle", "manifests", "nexo-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := yaml.Unmarshal(raw, csv); err != nil {
+		t.Fatal(err)
+	}
+	return csv
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -30,7 +29,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/agent"
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -309,14 +307,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 // operator applies it for its own namespace's Manager, and cannot touch another policy.
 func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	ctx := context.Background()
-	raw, err := os.ReadFile(filepath.Join(testcluster.RepoRoot(), "bundle", "manifests", "nexo-operator.clusterserviceversion.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	csv := &operatorsv1alpha1.ClusterServiceVersion{}
-	if err := yaml.Unmarshal(raw, csv); err != nil {
-		t.Fatal(err)
-	}
+	csv := loadCSV(t)
 	var rules []rbacv1.PolicyRule
 	for _, p := range csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
 		if p.ServiceAccountName == "nexo-operator" {
