@@ -16,21 +16,27 @@ import (
 // has an overlap in which manifests signed by either key verify. Server.Key seeds the store on
 // first use; afterwards the store is the truth.
 
-// activeKey returns the key that signs new manifests.
-func (s *Server) activeKey(ctx context.Context) (ed25519.PrivateKey, error) {
-	keys, err := s.Store.SigningKeys(ctx, KeyActive, KeyPrevious, KeyRetired)
-	if err != nil {
+// keys lists the store's signing keys, seeding it with Server.Key when it has none: one read.
+func (s *Server) keys(ctx context.Context) ([]StoredKey, error) {
+	keys, err := s.Store.SigningKeys(ctx)
+	if err != nil || len(keys) > 0 {
+		return keys, err
+	}
+	if s.Key == nil {
+		return nil, errors.New("no signing key")
+	}
+	seed := StoredKey{KeyID: signature.KeyID(s.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.Key)), State: KeyActive}
+	if err := s.Store.AddActiveKey(ctx, seed.KeyID, seed.PrivatePEM); err != nil {
 		return nil, err
 	}
-	if len(keys) == 0 {
-		if s.Key == nil {
-			return nil, errors.New("no signing key")
-		}
-		id := signature.KeyID(s.Key.Public().(ed25519.PublicKey))
-		if err := s.Store.AddActiveKey(ctx, id, string(signature.MarshalPrivateKey(s.Key))); err != nil {
-			return nil, err
-		}
-		return s.Key, nil
+	return []StoredKey{seed}, nil
+}
+
+// activeKey returns the key that signs new manifests.
+func (s *Server) activeKey(ctx context.Context) (ed25519.PrivateKey, error) {
+	keys, err := s.keys(ctx)
+	if err != nil {
+		return nil, err
 	}
 	for _, k := range keys {
 		if k.State == KeyActive {
@@ -42,15 +48,15 @@ func (s *Server) activeKey(ctx context.Context) (ed25519.PrivateKey, error) {
 
 // advertisedKeys are the public keys Managers must trust: the active and the previous ones.
 func (s *Server) advertisedKeys(ctx context.Context) ([]protocol.SigningKey, error) {
-	if _, err := s.activeKey(ctx); err != nil { // seeds the store
-		return nil, err
-	}
-	keys, err := s.Store.SigningKeys(ctx, KeyActive, KeyPrevious)
+	keys, err := s.keys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]protocol.SigningKey, 0, len(keys))
 	for _, k := range keys {
+		if k.State == KeyRetired {
+			continue
+		}
 		priv, err := signature.ParsePrivateKey([]byte(k.PrivatePEM))
 		if err != nil {
 			return nil, err

@@ -104,11 +104,6 @@ func (s *Store) CreateEnvironment(ctx context.Context, id, name, tokenHash strin
 	return err
 }
 
-// EnvironmentByTokenHash finds the environment a token belongs to.
-func (s *Store) EnvironmentByTokenHash(ctx context.Context, hash string) (Environment, error) {
-	return s.env(ctx, `SELECT id, name, cluster_id, created FROM environments WHERE token_hash = ?`, hash)
-}
-
 // ErrTokenRotated is returned for a connect token that was replaced and whose grace ended.
 var ErrTokenRotated = errors.New("connect token rotated")
 
@@ -414,8 +409,8 @@ type StoredKey struct {
 	KeyID, PrivatePEM, State string
 }
 
-// SigningKeys lists the keys in the given states, newest first.
-func (s *Store) SigningKeys(ctx context.Context, states ...string) ([]StoredKey, error) {
+// SigningKeys lists every signing key, newest first.
+func (s *Store) SigningKeys(ctx context.Context) ([]StoredKey, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT key_id, private_pem, state FROM signing_keys ORDER BY created DESC, key_id`)
 	if err != nil {
 		return nil, err
@@ -427,11 +422,7 @@ func (s *Store) SigningKeys(ctx context.Context, states ...string) ([]StoredKey,
 		if err := rows.Scan(&k.KeyID, &k.PrivatePEM, &k.State); err != nil {
 			return nil, err
 		}
-		for _, st := range states {
-			if k.State == st {
-				out = append(out, k)
-			}
-		}
+		out = append(out, k)
 	}
 	return out, rows.Err()
 }
