@@ -110,15 +110,18 @@ func New(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agent {
 	if cfg.AckAttempts <= 0 {
 		cfg.AckAttempts = 5
 	}
-	a := &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics()}
-	if a.cfg.OwnerID == "" {
-		a.cfg.OwnerID = "env-" + a.environment()
-	}
-	return a
+	return &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics()}
 }
 
-// OwnerID is the value of the owner label on everything this Manager creates.
-func (a *Agent) OwnerID() string { return a.cfg.OwnerID }
+// OwnerID is the value of the owner label on everything this Manager creates: the configured
+// one, else env-<environment id> of the connect token, read when needed (the token Secret may
+// appear after the Manager starts).
+func (a *Agent) OwnerID() string {
+	if a.cfg.OwnerID != "" {
+		return a.cfg.OwnerID
+	}
+	return "env-" + a.environment()
+}
 
 // maxResponseBytes bounds every body the Manager reads from the Control Plane. The Control
 // Plane delivers at most 4 MiB of commands per heartbeat (plus the first command whatever its

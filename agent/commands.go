@@ -55,6 +55,7 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	if err != nil {
 		return failed("cannot read the trusted signing keys: %v; nothing was applied", err)
 	}
+	audience, owner := a.environment(), a.OwnerID()
 	var objs []*unstructured.Unstructured
 	var adopted []string
 	for i, raw := range cmd.Manifests {
@@ -69,7 +70,7 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
 			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))
 		}
-		signed, err := signature.Verify(u, trusted, a.environment())
+		signed, err := signature.Verify(u, trusted, audience)
 		if err != nil {
 			return failed("%s: %v; nothing was applied", where, err)
 		}
@@ -80,7 +81,7 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return failed("%s: %v; nothing was applied", where, err)
-		case existing.GetLabels()[OwnerLabel] == a.cfg.OwnerID:
+		case existing.GetLabels()[OwnerLabel] == owner:
 		case a.cfg.AllowAdoption && existing.GetAnnotations()[AdoptAnnotation] == "true":
 			adopted = append(adopted, where)
 		default:
@@ -95,7 +96,7 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels[OwnerLabel] = a.cfg.OwnerID // labels are not part of the signature
+		labels[OwnerLabel] = owner // labels are not part of the signature
 		u.SetLabels(labels)
 		u.SetManagedFields(nil)
 		u.SetResourceVersion("")
@@ -144,7 +145,7 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		}
 	}
 	var list nexov1alpha1.NexoProxyList
-	if err := a.client.List(ctx, &list, client.MatchingLabels{OwnerLabel: a.cfg.OwnerID}); err != nil {
+	if err := a.client.List(ctx, &list, client.MatchingLabels{OwnerLabel: a.OwnerID()}); err != nil {
 		return failed("list owned proxies: %v", err)
 	}
 	var changed []string
@@ -191,7 +192,7 @@ func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ac
 		}
 		return failed("read NexoProxy %s: %v", key, err)
 	}
-	if p.Labels[OwnerLabel] != a.cfg.OwnerID {
+	if p.Labels[OwnerLabel] != a.OwnerID() {
 		return failed("NexoProxy %s is not owned by this Manager; nothing was deleted", key)
 	}
 	uid := p.UID

@@ -62,7 +62,7 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	hb.SchemaFingerprint, _ = preflight.Fingerprint(nexo)
 
 	var proxies nexov1alpha1.NexoProxyList
-	if err := a.client.List(ctx, &proxies, client.MatchingLabels{OwnerLabel: a.cfg.OwnerID}); err == nil {
+	if err := a.client.List(ctx, &proxies, client.MatchingLabels{OwnerLabel: a.OwnerID()}); err == nil {
 		for _, p := range proxies.Items {
 			hb.Deployments = append(hb.Deployments, protocol.Deployment{Namespace: p.Namespace, Name: p.Name,
 				Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision})
