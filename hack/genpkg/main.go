@@ -142,20 +142,22 @@ func rbacRules() (operatorRules, error) {
 	return out, nil
 }
 
+// roleYAML renders a Role or ClusterRole (ns "") with the part-of label.
+func roleYAML(kind, name, ns string, rules []rbacv1.PolicyRule) (string, error) {
+	b, err := yaml.Marshal(rules)
+	if err != nil {
+		return "", err
+	}
+	meta := "  name: " + name + "\n"
+	if ns != "" {
+		meta += "  namespace: " + ns + "\n"
+	}
+	return "apiVersion: rbac.authorization.k8s.io/v1\nkind: " + kind + "\nmetadata:\n" + meta +
+		"  labels:\n    app.kubernetes.io/part-of: nexo-edge\nrules:\n" + string(b), nil
+}
+
 // writeKustomizeRBAC writes config/rbac/role.yaml: the split roles with the kustomize names.
 func writeKustomizeRBAC(r operatorRules) error {
-	doc := func(kind, name, ns string, rules []rbacv1.PolicyRule) (string, error) {
-		b, err := yaml.Marshal(rules)
-		if err != nil {
-			return "", err
-		}
-		meta := "  name: " + name + "\n"
-		if ns != "" {
-			meta += "  namespace: " + ns + "\n"
-		}
-		return "apiVersion: rbac.authorization.k8s.io/v1\nkind: " + kind + "\nmetadata:\n" + meta +
-			"  labels:\n    app.kubernetes.io/part-of: nexo-edge\nrules:\n" + string(b), nil
-	}
 	var parts []string
 	for _, d := range []struct {
 		kind, name, ns string
@@ -165,7 +167,7 @@ func writeKustomizeRBAC(r operatorRules) error {
 		{"ClusterRole", "nexo-operator-secret-copies", "", r.secretCopies},
 		{"Role", "nexo-operator", "nexo-system", r.operatorNamespace},
 	} {
-		s, err := doc(d.kind, d.name, d.ns, d.rules)
+		s, err := roleYAML(d.kind, d.name, d.ns, d.rules)
 		if err != nil {
 			return err
 		}
@@ -359,7 +361,11 @@ func bundle() error {
 			return err
 		}
 	}
-	csv, err := buildCSV()
+	rules, err := rbacRules()
+	if err != nil {
+		return err
+	}
+	csv, err := buildCSV(rules)
 	if err != nil {
 		return err
 	}
@@ -367,17 +373,12 @@ func bundle() error {
 	if err != nil {
 		return err
 	}
-	copies, err := rbacRules()
-	if err != nil {
-		return err
-	}
-	copiesYAML, err := yaml.Marshal(copies.secretCopies)
-	if err != nil {
-		return err
-	}
 	// Shipped unbound: an admin binds it with a RoleBinding in each namespace whose proxies may
 	// receive pull-Secret copies (docs/rbac.md). OLM would grant CSV rules cluster-wide.
-	copiesRole := "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: nexo-operator-secret-copies\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\nrules:\n" + string(copiesYAML)
+	copiesRole, err := roleYAML("ClusterRole", "nexo-operator-secret-copies", "", rules.secretCopies)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-secret-copies_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(copiesRole), 0o644); err != nil {
 		return err
 	}
@@ -551,7 +552,7 @@ func copyTree(src, dst string) error {
 	})
 }
 
-func buildCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
+func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, error) {
 	opDep, err := deployment("config/manager/manager.yaml")
 	if err != nil {
 		return nil, err
@@ -562,10 +563,6 @@ func buildCSV() (*operatorsv1alpha1.ClusterServiceVersion, error) {
 	// A bundle cannot carry the admission policy; the operator applies it (docs/security.md).
 	c.Args = append(c.Args, "--ensure-admission-policy")
 	mgrDep, err := deployment("config/agent/agent.yaml")
-	if err != nil {
-		return nil, err
-	}
-	rules, err := rbacRules()
 	if err != nil {
 		return nil, err
 	}
