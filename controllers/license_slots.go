@@ -37,20 +37,23 @@ type slotCutoff struct {
 	last *proxyOrder
 }
 
-// proxyOrder is a proxy's place in creation order.
+// proxyOrder is a proxy's place in creation order; ties break by namespace, then name (the
+// proxies of one license document may live in several namespaces).
 type proxyOrder struct {
-	created int64 // unix seconds, the resolution of creationTimestamp
-	name    string
+	created         int64 // unix seconds, the resolution of creationTimestamp
+	namespace, name string
 }
 
 func orderOf(p *nexov1alpha1.NexoProxy) proxyOrder {
-	// namespace/name: proxies of one license document may live in several namespaces.
-	return proxyOrder{created: p.CreationTimestamp.Unix(), name: p.Namespace + "/" + p.Name}
+	return proxyOrder{created: p.CreationTimestamp.Unix(), namespace: p.Namespace, name: p.Name}
 }
 
 func (a proxyOrder) before(b proxyOrder) bool {
 	if a.created != b.created {
 		return a.created < b.created
+	}
+	if a.namespace != b.namespace {
+		return a.namespace < b.namespace
 	}
 	return a.name < b.name
 }
