@@ -265,8 +265,8 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 		t.Errorf("cluster id %q / bound %q, want the kube-system UID %s", inv.ClusterID, v.ClusterID, ks.UID)
 	case inv.Cluster.Region != "eu-west-1" || inv.Cluster.Zone != "eu-west-1a" || inv.Cluster.KubernetesVersion != "v1.37.2":
 		t.Errorf("cluster metadata %+v", inv.Cluster)
-	case len(inv.InstalledKinds) != len(catalog.Kinds) || inv.SchemaFingerprint != want || inv.BundleVersion != catalog.BuildVersion:
-		t.Errorf("kinds %d, fingerprint %s (want %s), bundle %s", len(inv.InstalledKinds), inv.SchemaFingerprint, want, inv.BundleVersion)
+	case len(inv.InstalledKinds) != len(catalog.Kinds) || inv.SchemaFingerprint != want || inv.BundleVersion != catalog.BuildVersion || inv.InstalledBy != agent.InstalledByHelm:
+		t.Errorf("kinds %d, fingerprint %s (want %s), bundle %s installed by %q", len(inv.InstalledKinds), inv.SchemaFingerprint, want, inv.BundleVersion, inv.InstalledBy)
 	case !strings.Contains(strings.Join(inv.Capabilities, ","), protocol.CapSchemaFingerprint) || inv.ProtocolVersion != protocol.Version ||
 		!slices.Contains(inv.Capabilities, protocol.CapPromotionContract):
 		t.Errorf("capabilities %v", inv.Capabilities)
@@ -274,14 +274,14 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 		slices.Contains(inv.PipelineKinds["response"], "NexoRateLimit"):
 		t.Errorf("pipeline kinds from the installed CRD %v", inv.PipelineKinds)
 	}
-	// The bundle version is the installed one, read from the cluster: change it there and the
-	// next heartbeat says so.
+	// The bundle version is the installed one, read from the cluster (here the chart's label on
+	// the operator Deployment): change it there and the next heartbeat says so.
 	op := &appsv1.Deployment{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: "nexo-operator"}, op); err != nil {
 		t.Fatal(err)
 	}
 	before := op.DeepCopy()
-	op.Labels["app.kubernetes.io/version"] = "0.1.9"
+	op.Labels["helm.sh/chart"] = "nexo-edge-0.1.9"
 	if err := k8s.Patch(context.Background(), op, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 		t.Errorf("bundle version %q after the installed operator changed to 0.1.9", v.Inventory.BundleVersion)
 	}
 	before = op.DeepCopy()
-	op.Labels["app.kubernetes.io/version"] = catalog.BuildVersion
+	op.Labels["helm.sh/chart"] = "nexo-edge-" + catalog.BuildVersion
 	_ = k8s.Patch(context.Background(), op, client.MergeFrom(before))
 	status := &corev1.ConfigMap{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status); err != nil || status.Data["controlPlaneReachable"] != "true" || status.Data["lastHeartbeatTime"] == "" {

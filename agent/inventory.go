@@ -56,7 +56,7 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	}
 	op := &appsv1.Deployment{}
 	if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: "nexo-operator"}, op); err == nil {
-		hb.BundleVersion = op.Labels["app.kubernetes.io/version"]
+		hb.BundleVersion, hb.InstalledBy = installedBundle(op.Labels)
 	}
 	sort.Strings(hb.InstalledKinds)
 	hb.SchemaFingerprint, _ = preflight.Fingerprint(nexo)

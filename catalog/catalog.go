@@ -16,6 +16,11 @@ import (
 // BuildVersion is the bundle version whose support matrix Kinds describes.
 const BuildVersion = "0.2.0"
 
+// DefaultProxyImage is the proxy image released with this bundle: what a Manager reports as its
+// configured proxy image unless the install sets another (the chart's manager.proxyImage, the
+// CSV's NEXO_PROXY_IMAGE, kustomize's nexo-manager-config key proxyImage).
+const DefaultProxyImage = "ghcr.io/nexo-io/nexo-proxy:" + BuildVersion
+
 // Group and Version of every Nexo kind.
 const (
 	Group   = "nexo.io"

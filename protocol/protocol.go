@@ -38,10 +38,12 @@ type Heartbeat struct {
 	ManagedProxies int          `json:"managedProxies"`
 	Deployments    []Deployment `json:"deployments"`
 	// Beyond the seeds, each advertised as a capability.
-	// BundleVersion is the installed bundle, read from the cluster (the nexo-operator
-	// Deployment's app.kubernetes.io/version, which the chart and the CSV set); "" when no
-	// operator Deployment is found in the Manager's namespace.
+	// BundleVersion is the installed bundle, read from the cluster: the labels its installer
+	// wrote on the nexo-operator Deployment (OLM's olm.owner CSV name, the chart's helm.sh/chart,
+	// else app.kubernetes.io/version); "" when no operator Deployment is found in the Manager's
+	// namespace. InstalledBy says which: "olm", "helm" or "kustomize".
 	BundleVersion string `json:"bundleVersion,omitempty"`
+	InstalledBy   string `json:"installedBy,omitempty"`
 	// PipelineKinds are the kinds the installed NexoPipeline CRD accepts, per slot (router,
 	// request, response, connection).
 	PipelineKinds     map[string][]string `json:"pipelineKinds,omitempty"`

@@ -36,7 +36,7 @@ func main() {
 	flag.StringVar(&cfg.OwnerID, "owner-id", os.Getenv("NEXO_OWNER_ID"), "value of the nexo.io/owner label on everything the Manager creates (unique per installation; default $NEXO_OWNER_ID, else env-<environment id of the connect token>)")
 	var leaderElect bool
 	flag.BoolVar(&leaderElect, "leader-elect", true, "hold the nexo-manager Lease so only one Manager applies commands")
-	flag.StringVar(&cfg.ProxyImage, "proxy-image", os.Getenv("NEXO_PROXY_IMAGE"), "configured proxy image, reported in heartbeats (default $NEXO_PROXY_IMAGE)")
+	flag.StringVar(&cfg.ProxyImage, "proxy-image", envOr("NEXO_PROXY_IMAGE", catalog.DefaultProxyImage), "configured proxy image, reported in heartbeats (default $NEXO_PROXY_IMAGE, else the image released with this build)")
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")

@@ -566,6 +566,13 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	if err != nil {
 		return nil, err
 	}
+	// The proxy image released with the bundle, as a plain value the Subscription's config.env
+	// replaces (OLM's related-image convention, so a mirror for disconnected installs finds it).
+	for i, e := range mgrDep.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "NEXO_PROXY_IMAGE" {
+			mgrDep.Spec.Template.Spec.Containers[0].Env[i] = corev1.EnvVar{Name: e.Name, Value: catalog.DefaultProxyImage}
+		}
+	}
 	mgrCluster, err := rulesOf("config/agent/agent.yaml", "ClusterRole")
 	if err != nil {
 		return nil, err
@@ -690,6 +697,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 			RelatedImages: []operatorsv1alpha1.RelatedImage{
 				{Name: "nexo-operator", Image: operatorImage},
 				{Name: "nexo-manager", Image: managerImage},
+				{Name: "nexo-proxy", Image: catalog.DefaultProxyImage},
 			},
 		},
 	}

@@ -147,13 +147,31 @@ func TestCSVTakesItsConfigurationFromTheSubscription(t *testing.T) {
 	if strings.Contains(string(raw), "cp.nexo.io") {
 		t.Error("the CSV names cp.nexo.io, a historical host and no contract")
 	}
+	related := map[string]bool{}
+	for _, r := range bundle.CSV.Spec.RelatedImages {
+		related[r.Image] = true
+	}
+	proxyImage := ""
 	for _, d := range bundle.CSV.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
 		for _, c := range d.Spec.Template.Spec.Containers {
+			if !related[c.Image] {
+				t.Errorf("%s/%s runs %s, which relatedImages does not list", d.Name, c.Name, c.Image)
+			}
+			for _, e := range c.Env {
+				if e.Name == "NEXO_PROXY_IMAGE" {
+					proxyImage = e.Value
+				}
+			}
 			for _, a := range c.Args {
 				if strings.HasPrefix(a, "--control-plane-url") || strings.HasPrefix(a, "--environment-id") {
 					t.Errorf("%s/%s pins %s; the Subscription's config.env could not override it", d.Name, c.Name, a)
 				}
 			}
 		}
+	}
+	// The proxy image released with the bundle is a plain env value config.env can replace, and
+	// a related image (so mirroring for a disconnected install finds it).
+	if proxyImage != catalog.DefaultProxyImage || !related[proxyImage] {
+		t.Errorf("the Manager's NEXO_PROXY_IMAGE is %q (want %s, listed in relatedImages: %v)", proxyImage, catalog.DefaultProxyImage, related[proxyImage])
 	}
 }

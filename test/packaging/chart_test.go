@@ -52,6 +52,10 @@ func TestChartLintAndTemplate(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helm template: %v\n%s", err, out)
 	}
+	// The Manager reports the proxy image released with the chart unless the install sets another.
+	if !strings.Contains(out, "--proxy-image="+catalog.DefaultProxyImage) {
+		t.Errorf("the chart's Manager is not configured with the released proxy image %s", catalog.DefaultProxyImage)
+	}
 	if n := strings.Count(out, "\nkind: CustomResourceDefinition"); n != len(catalog.Kinds) {
 		t.Errorf("template renders %d CRDs, want %d", n, len(catalog.Kinds))
 	}
