@@ -39,7 +39,7 @@ func NewRootCmd(out io.Writer) *cobra.Command {
 		}
 		return controlplane.AdminClient{URL: server, Token: strings.TrimSpace(string(tok))}.Do(method, path, body, outv)
 	}
-	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall))
+	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall), signingKeyCmd(out, adminCall))
 	return root
 }
 
@@ -323,5 +323,37 @@ func commandCmd(out io.Writer, call caller) *cobra.Command {
 	}
 	uninstall.Flags().StringVar(&target, "proxy", "", "the NexoProxy (namespace/name)")
 	cmd.AddCommand(deploy, rollout, upgrade, uninstall)
+	return cmd
+}
+
+func signingKeyCmd(out io.Writer, call caller) *cobra.Command {
+	cmd := &cobra.Command{Use: "signing-key", Short: "Rotate and retire the keys that sign deploy manifests"}
+	rotate := &cobra.Command{
+		Use:   "rotate",
+		Short: "Make a new key active; the previous one stays trusted by Managers until it is retired",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var r map[string]string
+			if err := call("POST", "/admin/signing-keys/rotate", nil, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "signing key %s is active; Managers add it to the trusted keys at their next heartbeat.\n"+
+				"Redeploy what the previous key signed, then retire it: controlplane signing-key retire KEY-ID\n", r["keyId"])
+			return nil
+		},
+	}
+	retire := &cobra.Command{
+		Use:   "retire KEY-ID",
+		Short: "Stop advertising a previous key: Managers drop it, and objects signed only by it stop verifying",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := call("POST", "/admin/signing-keys/"+args[0]+"/retire", nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "signing key %s retired\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(rotate, retire)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -146,16 +147,26 @@ func TestInstall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("install from stdin: exit %d %s", code, errOut3)
 	}
+	// Only the token file, as a token rotation does: the values of the last install are kept.
+	out4, errOut4, code := run(t, "", append(kc, "install", "--token-file", good)...)
+	if code != 0 || !strings.Contains(out4, "upgraded") {
+		t.Fatalf("re-install with only --token-file: exit %d\n%s\n%s", code, out4, errOut4)
+	}
+	mgr := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-manager"}, mgr); err != nil ||
+		!slices.Contains(mgr.Spec.Template.Spec.Containers[0].Args, "--control-plane-url=https://cp.example.invalid") {
+		t.Errorf("a re-install with only --token-file lost the Control Plane URL (%v)", err)
+	}
 	records := releaseRecords(t, k8s, "nexo-system")
-	if len(records) != 3 {
-		t.Errorf("%d release records, want 3 (install + 2 upgrades)", len(records))
+	if len(records) != 4 {
+		t.Errorf("%d release records, want 4 (install + 3 upgrades)", len(records))
 	}
 	for _, r := range records {
 		if strings.Contains(r, token) || strings.Contains(r, base64.StdEncoding.EncodeToString([]byte(token))) {
 			t.Fatal("a Helm release record contains the connect token")
 		}
 	}
-	for _, o := range []string{out, errOut, out2, errOut2, out3, errOut3} {
+	for _, o := range []string{out, errOut, out2, errOut2, out3, errOut3, out4, errOut4} {
 		if strings.Contains(o, token) {
 			t.Fatal("nexoctl printed the connect token")
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
@@ -92,7 +93,7 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 		Use:   "install --token-file FILE",
 		Short: "Install or upgrade Nexo Edge (embedded chart) and its connect-token Secret",
 		Long: `Installs the chart embedded in this nexoctl with the Helm SDK, or upgrades the release when it
-exists, then creates or updates the connect-token Secret with client-go, outside Helm, so the
+exists (keeping the values it was installed with; --set and --control-plane-url change them), then creates or updates the connect-token Secret with client-go, outside Helm, so the
 token never enters a release record. The token file is validated before anything is changed;
 --token-file - reads stdin. When the operator is already installed through OLM, only the Secret
 is installed. Re-running is safe.`,
@@ -193,7 +194,13 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 		return cliopts.Fail(cliopts.ExitCannot, "values: %v", err)
 	}
 	if !olm {
-		if err := needsControlPlaneURL(vals); err != nil {
+		// A re-install keeps the values of the release (ResetThenReuseValues below): check those
+		// with this run's on top.
+		effective := vals
+		if last, err := action.NewGet(hcfg).Run(ReleaseName); err == nil && last.Config != nil {
+			effective = chartutil.CoalesceTables(copyValues(vals), last.Config)
+		}
+		if err := needsControlPlaneURL(effective); err != nil {
 			return err
 		}
 	}
@@ -248,7 +255,10 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 			return cliopts.Fail(cliopts.ExitCannot, "helm: %v", err)
 		} else {
 			up := action.NewUpgrade(hcfg)
-			up.Namespace, up.Wait, up.Timeout = ns, wait, timeout
+			// Re-running keeps what the last install set (the Control Plane URL, watched
+			// namespaces...) on top of this chart's defaults, so `nexoctl install --token-file NEW`
+			// alone rotates the token: helm upgrade --reset-then-reuse-values.
+			up.Namespace, up.Wait, up.Timeout, up.ResetThenReuseValues = ns, wait, timeout, true
 			if _, err := up.RunWithContext(ctx, ReleaseName, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm upgrade: %v", err)
 			}
@@ -449,4 +459,16 @@ func needsControlPlaneURL(vals map[string]any) error {
 		return nil
 	}
 	return cliopts.Fail(cliopts.ExitCannot, "no Control Plane URL: pass --control-plane-url with the URL from the Control Plane's install command (or --set manager.enabled=false to install without the Manager); nothing was changed")
+}
+
+// copyValues copies nested value maps, so merging into the copy leaves vals as given.
+func copyValues(vals map[string]any) map[string]any {
+	out := make(map[string]any, len(vals))
+	for k, v := range vals {
+		if m, ok := v.(map[string]any); ok {
+			v = copyValues(m)
+		}
+		out[k] = v
+	}
+	return out
 }
