@@ -229,6 +229,16 @@ func (p *LocalPod) Stop() {
 	}
 }
 
+// Running says whether the process is still running.
+func (p *LocalPod) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Logs returns the process's output so far.
 func (p *LocalPod) Logs() string {
 	b, _ := os.ReadFile(p.LogPath)

@@ -1,0 +1,445 @@
+// Package e2e_test runs the hosted path as a user does, with nothing wired by hand: the
+// reference Control Plane binary registers an environment and prints its install command; that
+// command, run as printed, installs the chart; the operator and the Manager run from the
+// installed Deployments (LocalPod: their args, env and mounted Secrets, as the chart's
+// ServiceAccounts); everything else goes through the Control Plane's CLI.
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
+	"github.com/nexo-io/nexo-edge/license"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/signature"
+)
+
+var (
+	cluster *testcluster.Cluster
+	k8s     client.Client
+	bins    = map[string]string{}
+)
+
+// buildStamp is linked into the Manager, as the release build does, to show it in the inventory.
+const buildStamp = "20261203.1-e2e0001"
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "nexo-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	stamp, commit, _ := strings.Cut(buildStamp, "-")
+	for name, pkg := range map[string][]string{
+		"nexoctl":      {"./cmd/nexoctl"},
+		"controlplane": {"./cmd/controlplane"},
+		"operator":     {"./cmd/operator"},
+		"manager":      {"-ldflags", "-X main.buildStamp=" + stamp + " -X main.buildCommit=" + commit, "./cmd/manager"},
+	} {
+		bins[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", append([]string{"build", "-o", bins[name]}, pkg...)...)
+		cmd.Dir = testcluster.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
+			return 1
+		}
+	}
+	// No CRDs from the test: the chart installs them, as for a user.
+	cluster, err = testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full, Nodes: []testcluster.Node{
+		{Name: "edge-a", Region: "eu-west-1", Zone: "eu-west-1a"}, {Name: "edge-b", Region: "eu-west-1", Zone: "eu-west-1b"},
+	}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start the cluster:", err)
+		return 1
+	}
+	defer cluster.Stop()
+	if k8s, err = client.New(cluster.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// The graph the Control Plane deploys: a router, a profile, the customer's license and a proxy.
+const graph = `apiVersion: nexo.io/v1alpha1
+kind: NexoDeploymentProfile
+metadata: {name: standard, namespace: shop}
+spec:
+  images: {ingress: registry.example.com/nexo/ingress:0.2.0, egress: registry.example.com/nexo/egress:0.2.0}
+  defaults: {replicas: 1}
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoRouter
+metadata: {name: by-database, namespace: shop}
+spec:
+  targets: [{name: primary, address: "mongo-0.mongo.db.svc:27017"}]
+  defaultTarget: primary
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoLicense
+metadata: {name: acme, namespace: shop}
+spec:
+  secretRef: {name: acme-license, key: license}
+  expectedLicensee: Acme Corp
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoPipeline
+metadata: {name: orders, namespace: shop}
+spec:
+  router: {kind: NexoRouter, name: by-database}
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoProxy
+metadata: {name: orders-proxy, namespace: shop}
+spec:
+  pipelineRef: {name: orders}
+  upstream: {name: primary, address: "mongo-0.mongo.db.svc:27017"}
+  profileRef: {name: standard}
+  licenseRef: {name: acme}
+  replicas: REPLICAS
+`
+
+func TestHostedPathEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name) }
+
+	// The Control Plane, as its operator runs it.
+	if out, err := exec.Command(bins["controlplane"], "keygen", "--out", path("cp.key")).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(path("admin-token"), []byte("e2e-admin-token-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, _ := testcluster.FreePort()
+	cpURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cpLogFile, err := os.Create(path("controlplane.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpLogFile.Close()
+	cpLog := logFile(path("controlplane.log"))
+	serve := exec.Command(bins["controlplane"], "serve", "--db", path("cp.db"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--signing-key", path("cp.key"), "--admin-token-file", path("admin-token"), "--heartbeat-interval", "1s")
+	serve.Stdout, serve.Stderr = cpLogFile, cpLogFile
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait() })
+	cp := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bins["controlplane"], append([]string{"--server", cpURL, "--admin-token-file", path("admin-token")}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("controlplane %s: %v\n%s\nControl Plane log:\n%s", strings.Join(args, " "), err, out, cpLog.String())
+		}
+		return string(out)
+	}
+	poll(t, "the Control Plane answers", 30*time.Second, func() (bool, string) {
+		resp, err := http.Get(cpURL + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Register the environment; the token goes to the file the install command names.
+	created := cp("env", "create", "e2e", "--token-out", path("connect-token"))
+	envID := regexp.MustCompile(`environment (\S+) `).FindStringSubmatch(created)[1]
+	install := installCommand(t, cp("env", "install-command", envID))
+
+	// Install exactly as printed, from the folder holding ./connect-token.
+	nexoctl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bins["nexoctl"], append(args, "--kubeconfig", cluster.Kubeconfig)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("nexoctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	if out := nexoctl(install...); !strings.Contains(out, "installed") {
+		t.Fatalf("install: %s", out)
+	}
+
+	// The customer's own license (a test license authority: the one thing a test cannot get
+	// from the Control Plane is a license signed by the vendor's key).
+	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
+	_ = os.WriteFile(path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
+	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, vendorKey)
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
+	} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The operator and the Manager, from the Deployments the chart installed.
+	start := func(name, binary string, extra ...string) *testinstall.LocalPod {
+		t.Helper()
+		podDir := path(name)
+		_ = os.MkdirAll(podDir, 0o700)
+		p, err := testinstall.RunDeployment(ctx, cluster.Config, testinstall.Namespace, name,
+			testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		if err := p.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return p
+	}
+	op := start("nexo-operator", bins["operator"], "--license-public-key="+path("license-authority.pem"))
+	mgr := start("nexo-manager", bins["manager"])
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("operator log:\n%s\nManager log:\n%s\nControl Plane log:\n%s", tail(op.Logs(), 40), tail(mgr.Logs(), 40), tail(cpLog.String(), 20))
+		}
+	})
+
+	admin := controlplane.AdminClient{URL: cpURL, Token: "e2e-admin-token-0123456789"}
+	view := func() controlplane.EnvironmentView {
+		t.Helper()
+		var v controlplane.EnvironmentView
+		if err := admin.Do("GET", "/admin/environments/"+envID, nil, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	// Reported: healthy, with the inventory read from what was installed.
+	poll(t, "the environment is healthy", time.Minute, func() (bool, string) {
+		out := cp("env", "list")
+		return regexp.MustCompile(envID + `\s+e2e\s+healthy`).MatchString(out), out
+	})
+	inv := view().Inventory
+	switch {
+	case inv.ProxyImage != catalog.DefaultProxyImage:
+		t.Errorf("proxy image %q, want the chart's default %s", inv.ProxyImage, catalog.DefaultProxyImage)
+	case inv.BundleVersion != catalog.BuildVersion || inv.InstalledBy != "helm":
+		t.Errorf("bundle %q installed by %q, want %s by helm", inv.BundleVersion, inv.InstalledBy, catalog.BuildVersion)
+	case inv.ManagerVersion != catalog.BuildVersion+"+"+buildStamp:
+		t.Errorf("Manager build id %q, want %s+%s", inv.ManagerVersion, catalog.BuildVersion, buildStamp)
+	}
+	oldKey := trustedKeys(t)
+	if len(oldKey) != 1 {
+		t.Fatalf("trusted keys after the first heartbeat: %v, want the Control Plane's one key", oldKey)
+	}
+
+	// Deploy (signed by the Control Plane): Ready, and reported.
+	deploy := func(replicas int) {
+		t.Helper()
+		file := path(fmt.Sprintf("graph-%d.yaml", replicas))
+		_ = os.WriteFile(file, []byte(strings.Replace(graph, "REPLICAS", fmt.Sprint(replicas), 1)), 0o644)
+		cp("command", "deploy", envID, "-f", file, "--namespace", "shop")
+	}
+	deploy(1)
+	proxy := waitProxy(t, "the deployed proxy is Ready", func(p *nexov1alpha1.NexoProxy) bool { return p.Status.ReadyReplicas == 1 })
+	if c := meta.FindStatusCondition(proxy.Status.Conditions, nexov1alpha1.ConditionSignatureValid); c == nil || c.Reason != "Signed" {
+		t.Errorf("SignatureValid %v, want Signed", c)
+	}
+	poll(t, "the Control Plane sees the proxy", 30*time.Second, func() (bool, string) {
+		d := view().Inventory.Deployments
+		return len(d) == 1 && d[0].Name == "orders-proxy" && d[0].ReadyReplicas == 1, fmt.Sprint(d)
+	})
+
+	// Rollout: the new image reaches the Deployment and the proxy is Ready on it.
+	cp("command", "rollout", envID, "--image", "registry.example.com/nexo/proxy:0.2.1")
+	waitProxy(t, "the rolled-out proxy is Ready", func(p *nexov1alpha1.NexoProxy) bool {
+		d := &appsv1.Deployment{}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, d) != nil {
+			return false
+		}
+		return d.Spec.Template.Spec.Containers[0].Image == "registry.example.com/nexo/proxy:0.2.1" && p.Status.ReadyReplicas == 1 &&
+			d.Status.UpdatedReplicas == 1 && d.Status.ObservedGeneration == d.Generation
+	})
+
+	// Signing-key rotation: both keys trusted during the overlap; what the new key signed is
+	// accepted; after the old key is retired the cluster trusts only the new one, and the proxy
+	// (redeployed under the new key) keeps running. No process restarts.
+	rotated := cp("signing-key", "rotate")
+	newKey := regexp.MustCompile(`signing key (\S+) is active`).FindStringSubmatch(rotated)[1]
+	poll(t, "both keys are trusted", 30*time.Second, func() (bool, string) {
+		k := trustedKeys(t)
+		return len(k) == 2 && k[newKey], fmt.Sprint(k)
+	})
+	deploy(2)
+	waitProxy(t, "the proxy redeployed under the new key is Ready", func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Annotations[signature.KeyIDAnnotation] == newKey && p.Status.ReadyReplicas == 2
+	})
+	for k := range oldKey {
+		cp("signing-key", "retire", k)
+	}
+	poll(t, "only the new key is trusted", 30*time.Second, func() (bool, string) {
+		k := trustedKeys(t)
+		return len(k) == 1 && k[newKey], fmt.Sprint(k)
+	})
+	waitProxy(t, "the proxy is still Ready and Signed after the retirement", func(p *nexov1alpha1.NexoProxy) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid)
+		return c != nil && c.Reason == "Signed" && p.Status.ReadyReplicas == 2
+	})
+
+	// Token rotation, as the Control Plane tells: the new token installed with nexoctl, the
+	// Manager follows without a restart, and the old token is refused as rotated.
+	oldToken, _ := os.ReadFile(path("connect-token"))
+	hint := cp("env", "rotate-token", envID, "--token-out", path("new-token"))
+	reinstall := regexp.MustCompile(`install it with: (nexoctl install --token-file \S+)`).FindStringSubmatch(hint)
+	if reinstall == nil {
+		t.Fatalf("rotate-token does not say how to install the new token:\n%s", hint)
+	}
+	if out := nexoctl(strings.Fields(reinstall[1])[1:]...); !strings.Contains(out, "upgraded") {
+		t.Fatalf("re-install with the new token: %s", out)
+	}
+	poll(t, "the old token is refused as rotated", time.Minute, func() (bool, string) {
+		code, body := heartbeatWith(t, cpURL, strings.TrimSpace(string(oldToken)))
+		return code == http.StatusUnauthorized && strings.Contains(body, "rotated"), fmt.Sprint(code, " ", body)
+	})
+	before := view().LastHeartbeat
+	poll(t, "the Manager heartbeats with the new token", 30*time.Second, func() (bool, string) {
+		v := view()
+		return v.LastHeartbeat != nil && before != nil && v.LastHeartbeat.After(*before) && v.State == controlplane.StateHealthy, fmt.Sprint(v.Health)
+	})
+
+	// Uninstall through the Control Plane: the proxy and its children go.
+	cp("command", "uninstall", envID, "--proxy", "shop/orders-proxy")
+	poll(t, "the proxy and its Deployment are gone", time.Minute, func() (bool, string) {
+		errP := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, &nexov1alpha1.NexoProxy{})
+		errD := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, &appsv1.Deployment{})
+		return apierrors.IsNotFound(errP) && apierrors.IsNotFound(errD), fmt.Sprint(errP, errD)
+	})
+	for _, c := range view().Commands {
+		if c.Status != protocol.Applied {
+			t.Errorf("command %s %s: %s %s", c.ID, c.Type, c.Status, c.Message)
+		}
+	}
+
+	// Neither process restarted, and neither logged a token.
+	newToken, _ := os.ReadFile(path("new-token"))
+	for name, p := range map[string]*testinstall.LocalPod{"operator": op, "Manager": mgr} {
+		if !p.Running() {
+			t.Errorf("the %s exited during the flow", name)
+		}
+		if logs := p.Logs(); strings.Contains(logs, strings.TrimSpace(string(oldToken))) || strings.Contains(logs, strings.TrimSpace(string(newToken))) {
+			t.Errorf("the %s logged a connect token", name)
+		}
+	}
+}
+
+// installCommand takes the nexoctl line of `controlplane env install-command` as printed (the
+// comment after # dropped) and returns its arguments after "nexoctl".
+func installCommand(t *testing.T, printed string) []string {
+	t.Helper()
+	for _, line := range strings.Split(printed, "\n") {
+		if strings.HasPrefix(line, "nexoctl install ") {
+			line, _, _ = strings.Cut(line, "#")
+			return strings.Fields(line)[1:]
+		}
+	}
+	t.Fatalf("no nexoctl install line in:\n%s", printed)
+	return nil
+}
+
+// trustedKeys are the Control Plane key ids in the trusted-keys Secret.
+func trustedKeys(t *testing.T) map[string]bool {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: testinstall.Namespace, Name: "nexo-trusted-keys"}, s); err != nil {
+		return map[string]bool{}
+	}
+	ids := map[string]bool{}
+	for name := range s.Data {
+		if id, ok := strings.CutPrefix(name, "control-plane-"); ok {
+			ids[strings.TrimSuffix(id, ".pem")] = true
+		}
+	}
+	return ids
+}
+
+func heartbeatWith(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, ClusterID: "probe"})
+	req, _ := http.NewRequest("POST", url+"/v1/heartbeat", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b := new(bytes.Buffer)
+	_, _ = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+func waitProxy(t *testing.T, what string, ok func(*nexov1alpha1.NexoProxy) bool) *nexov1alpha1.NexoProxy {
+	t.Helper()
+	p := &nexov1alpha1.NexoProxy{}
+	poll(t, what, 2*time.Minute, func() (bool, string) {
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, p)
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == nexov1alpha1.ProxyReady && ok(p), fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
+	})
+	return p
+}
+
+func poll(t *testing.T, what string, timeout time.Duration, f func() (bool, string)) {
+	t.Helper()
+	last := ""
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, detail := f()
+		last = detail
+		return ok, nil
+	}); err != nil {
+		t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+	}
+}
+
+// logFile reads a log file on demand.
+type logFile string
+
+func (f logFile) String() string {
+	b, _ := os.ReadFile(string(f))
+	return string(b)
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
