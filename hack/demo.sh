@@ -46,6 +46,11 @@ up)
   bin/nexoctl status -A || true
   cat <<EOF2
 
+The one failing preflight check and the Failed legacy-proxy above are the demonstration, not a
+failure of the demo: legacy-proxy's pipeline references NexoQueryGuard, a schema-only kind, and
+Nexo Edge refuses it with a reason instead of running it. orders-proxy, deployed signed from the
+Control Plane, is Ready.
+
 Nexo Edge is running on loopback. Explore:
   export KUBECONFIG=$root/$dir/kubeconfig
   bin/kubectl get nexo -A

@@ -39,9 +39,9 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -79,6 +79,7 @@ type demo struct {
 	cpServer *http.Server
 	cpStore  *controlplane.Store
 	procs    []*exec.Cmd
+	pods     []*testinstall.LocalPod
 	logs     map[string]string
 }
 
@@ -126,6 +127,9 @@ func (d *demo) run() error {
 }
 
 func (d *demo) teardown() {
+	for i := len(d.pods) - 1; i >= 0; i-- {
+		d.pods[i].Stop()
+	}
 	for i := len(d.procs) - 1; i >= 0; i-- {
 		p := d.procs[i]
 		_ = p.Process.Signal(syscall.SIGTERM)
@@ -243,7 +247,7 @@ func (d *demo) up(ctx context.Context) error {
 	}
 
 	d.progress("▸ starting the reference Control Plane and registering the demo environment")
-	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
+	_, cpKey, _ := ed25519.GenerateKey(rand.Reader) // the first signing key (controlplane serve --signing-key); Managers learn it over the channel
 	if d.cpStore, err = controlplane.Open(d.path("controlplane.db")); err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
@@ -265,31 +269,29 @@ func (d *demo) up(ctx context.Context) error {
 	if err != nil {
 		return &stepErr{step: "register the demo environment", err: err}
 	}
+	// The token goes where the install command expects it: ./connect-token, from the demo folder.
 	tokenFile := d.path("connect-token")
 	if err := os.WriteFile(tokenFile, []byte(env.Token), 0o600); err != nil {
 		return err
 	}
-	_ = os.MkdirAll(d.path("trusted-keys"), 0o755)
-	_ = os.WriteFile(d.path("trusted-keys/controlplane.pem"), signature.MarshalPublicKey(cpPub), 0o644)
 	_ = os.WriteFile(d.path("controlplane.json"), []byte(fmt.Sprintf(`{"url":%q,"environment":%q}`+"\n", cpURL, env.ID)), 0o644)
-
-	d.progress("▸ nexoctl install --token-file %s (Helm SDK, the chart embedded in nexoctl)", tokenFile)
-	if err := trustKey(ctx, k8s, cpPub); err != nil {
-		return &stepErr{step: "trust the Control Plane key", err: err}
+	var ic controlplane.InstallCommand
+	if err := (controlplane.AdminClient{URL: cpURL, Token: adminToken}).Do("GET", "/admin/environments/"+env.ID+"/install", nil, &ic); err != nil {
+		return &stepErr{step: "the Control Plane's install command", err: err}
 	}
-	for _, o := range []client.Object{
-		// The proxies' namespace: the chart binds the operator's pull-Secret copy rights there.
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
-		// A registry credential marked shareable, as `nexoctl install --registry-secret` does.
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
-			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`)}},
-	} {
-		if err := k8s.Create(ctx, o); err != nil && !strings.Contains(err.Error(), "already exists") {
-			return &stepErr{step: "prepare nexo-system", err: err}
-		}
+	line, _, _ := strings.Cut(ic.Nexoctl, "#")
+	args := strings.Fields(line)[1:]
+	// The user's own choices on top of the printed command: a registry credential for the
+	// profile's imagePullSecrets, the namespace its copies may go to, and waiting.
+	_ = os.WriteFile(d.path("registry.dockerconfigjson"), []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`), 0o600)
+	args = append(args, "--registry-secret", "nexo-registry="+d.path("registry.dockerconfigjson"),
+		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m", "--kubeconfig", kubeconfig)
+	d.progress("▸ %s (the Control Plane's install command) --registry-secret … --set operator.secretCopyNamespaces={shop} --wait", strings.TrimSpace(line))
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return &stepErr{step: "create namespace shop", err: err}
 	}
-	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), "install", "--kubeconfig", kubeconfig, "--token-file", tokenFile, "--control-plane-url", cpURL,
-		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m")
+	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), args...)
+	install.Dir = d.dir
 	out, err := install.CombinedOutput()
 	_ = os.WriteFile(d.path("nexoctl-install.log"), out, 0o644)
 	d.logs["nexoctl-install"] = d.path("nexoctl-install.log")
@@ -297,43 +299,32 @@ func (d *demo) up(ctx context.Context) error {
 		return &stepErr{step: "nexoctl install", component: "nexoctl-install", err: err}
 	}
 
-	d.progress("▸ starting nexo-operator and nexo-manager as local processes")
+	d.progress("▸ running nexo-operator and nexo-manager from the installed Deployments (local processes, as the chart's ServiceAccounts)")
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
 	_ = os.WriteFile(d.path("license-vendor.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
-	// Both run as the chart's own ServiceAccounts (TokenRequest tokens): the product's RBAC, not
-	// the admin's, decides what they may do.
-	asSA := func(name string) ([]string, error) {
-		saCfg, err := testcluster.ServiceAccountConfig(ctx, cfg, "nexo-system", name)
+	// The Deployments' own args, env and mounted Secrets (LocalPod), authenticated as their
+	// ServiceAccounts: the product's RBAC decides what they may do. The one addition is the demo's
+	// license authority: a demo cannot hold the vendor's license-signing key.
+	for _, p := range []struct {
+		name, component, binary string
+		extra                   []string
+	}{
+		{"nexo-operator", "operator", "operator", []string{"--license-public-key=" + d.path("license-vendor.pem")}},
+		{"nexo-manager", "manager", "manager", nil},
+	} {
+		podDir := d.path(p.component)
+		_ = os.MkdirAll(podDir, 0o700)
+		pod, err := testinstall.RunDeployment(ctx, cfg, "nexo-system", p.name, testinstall.PodOptions{
+			Dir: podDir, Binary: filepath.Join(d.bin, p.binary), ExtraArgs: p.extra, LogPath: d.path(p.component + ".log")})
 		if err != nil {
-			return nil, err
+			return &stepErr{step: "start " + p.name, err: err}
 		}
-		path := d.path("kubeconfig-" + name)
-		return []string{"KUBECONFIG=" + path}, testcluster.WriteKubeconfig(path, name, saCfg)
-	}
-	opEnv, err := asSA("nexo-operator")
-	if err != nil {
-		return &stepErr{step: "token for the nexo-operator ServiceAccount", err: err}
-	}
-	mgrEnv, err := asSA("nexo-manager")
-	if err != nil {
-		return &stepErr{step: "token for the nexo-manager ServiceAccount", err: err}
-	}
-	opProbe, mgrProbe := freePort(), freePort()
-	// Leader election as in production: on a cluster that already runs an operator, this one waits.
-	if _, err := d.start("operator", opEnv, "--leader-elect", "--operator-namespace=nexo-system", "--environment-id="+env.ID, "--license-public-key="+d.path("license-vendor.pem"),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", opProbe)); err != nil {
-		return &stepErr{step: "start nexo-operator", err: err}
-	}
-	if _, err := d.start("manager", mgrEnv, "--token-file="+tokenFile, "--control-plane-url="+cpURL, "--trusted-keys-dir="+d.path("trusted-keys"),
-		"--namespace=nexo-system", "--proxy-image=registry.example.com/nexo/proxy:0.2.0",
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", mgrProbe)); err != nil {
-		return &stepErr{step: "start nexo-manager", err: err}
-	}
-	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", opProbe), time.Minute); err != nil {
-		return &stepErr{step: "nexo-operator ready", component: "operator", err: err}
-	}
-	if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", mgrProbe), time.Minute); err != nil {
-		return &stepErr{step: "nexo-manager's first heartbeat", component: "manager", err: err}
+		d.pods = append(d.pods, pod)
+		d.logs[p.component] = pod.LogPath
+		d.appendPid(p.component, pod.Pid())
+		if err := pod.WaitReady(ctx, time.Minute); err != nil {
+			return &stepErr{step: p.name + " ready", component: p.component, err: err}
+		}
 	}
 
 	d.progress("▸ deploy from the Control Plane: orders-proxy (router, tenant isolation, PII masking, connection pool, metrics; profile; license) into namespace shop")
@@ -403,27 +394,6 @@ func registerEnvironment(url, admin string) (controlplane.NewEnvironment, error)
 
 func enqueue(url, admin, envID string, c protocol.Command) error {
 	return controlplane.AdminClient{URL: url, Token: admin}.Do("POST", "/admin/environments/"+envID+"/commands", c, nil)
-}
-
-// trustKey adds the demo Control Plane's public key to the operator's trusted-keys Secret,
-// creating the namespace and the Secret when needed and keeping the keys already there.
-func trustKey(ctx context.Context, k8s client.Client, pub ed25519.PublicKey) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nexo-system", Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
-	if err := k8s.Create(ctx, ns); err != nil && !strings.Contains(err.Error(), "already exists") {
-		return err
-	}
-	entry := "demo-controlplane-" + signature.KeyID(pub) + ".pem"
-	sec := &corev1.Secret{}
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-trusted-keys"}, sec)
-	if err != nil {
-		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{entry: signature.MarshalPublicKey(pub)}}
-		return k8s.Create(ctx, sec)
-	}
-	if sec.Data == nil {
-		sec.Data = map[string][]byte{}
-	}
-	sec.Data[entry] = signature.MarshalPublicKey(pub)
-	return k8s.Update(ctx, sec)
 }
 
 func randomHex(n int) string {

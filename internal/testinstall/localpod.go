@@ -55,6 +55,8 @@ type PodOptions struct {
 	ExtraEnv []string
 	// ExtraArgs are appended to the container's args (later flags win).
 	ExtraArgs []string
+	// LogPath is where the output goes; default Dir/NAME.log.
+	LogPath string
 }
 
 // RunDeployment starts the container of Deployment ns/name as a local process (see LocalPod).
@@ -88,7 +90,10 @@ func RunDeployment(ctx context.Context, admin *rest.Config, ns, name string, opt
 	}
 
 	podCtx, cancel := context.WithCancel(context.Background())
-	p := &LocalPod{LogPath: filepath.Join(opts.Dir, name+".log"), done: make(chan struct{}), cancel: cancel}
+	p := &LocalPod{LogPath: opts.LogPath, done: make(chan struct{}), cancel: cancel}
+	if p.LogPath == "" {
+		p.LogPath = filepath.Join(opts.Dir, name+".log")
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -228,6 +233,9 @@ func (p *LocalPod) Stop() {
 		<-p.done
 	}
 }
+
+// Pid is the process id.
+func (p *LocalPod) Pid() int { return p.cmd.Process.Pid }
 
 // Running says whether the process is still running.
 func (p *LocalPod) Running() bool {
