@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
@@ -299,6 +300,9 @@ func (d *demo) up(ctx context.Context) error {
 		return &stepErr{step: "nexoctl install", component: "nexoctl-install", err: err}
 	}
 
+	if err := testinstall.WaitCRDsServed(ctx, cfg, len(catalog.Kinds), time.Minute); err != nil {
+		return &stepErr{step: "the chart's CRDs are served", err: err}
+	}
 	d.progress("▸ running nexo-operator and nexo-manager from the installed Deployments (local processes, as the chart's ServiceAccounts)")
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
 	_ = os.WriteFile(d.path("license-vendor.pem"), signature.MarshalPublicKey(vendorPub), 0o644)

@@ -25,9 +25,8 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 		SilenceErrors: true,
 	}
 	f := root.PersistentFlags()
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&o.Context, "context", "", "kubeconfig context to use")
-	f.StringVarP(&o.Namespace, "namespace", "n", "", "namespace (default nexo-system for install and checks)")
+	o.Kube.AddFlags(f)
+	f.Lookup("namespace").Usage = "namespace: of the proxies for status (default: the kubeconfig context's), of the product for install and checks (default nexo-system)"
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "across all namespaces")
 	f.StringVarP(&o.Output, "output", "o", cliopts.OutputText, "output format: text, json or yaml")
 
@@ -44,7 +43,7 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 
 // Main runs nexoctl and returns its exit code.
 func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Writer) int {
-	o := &cliopts.Options{In: in, Out: out, Err: errOut}
+	o := cliopts.New(in, out, errOut)
 	root := NewRootCmd(o)
 	root.SetArgs(args)
 	root.SetIn(in)

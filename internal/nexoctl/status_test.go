@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -122,7 +124,32 @@ func TestStatus(t *testing.T) {
 	if _, _, code := run(t, "", append(kc, "status", "-A", "--wait", "--timeout", "1s")...); code != 1 {
 		t.Errorf("--wait that times out: exit %d, want 1", code)
 	}
-	if out, _, code := run(t, "", append(kc, "status", "-A", "-l", "team=none")...); code != 0 || !regexp.MustCompile(`no NexoProxies`).MatchString(out) {
-		t.Errorf("empty selector result: exit %d\n%s", code, out)
+	// An empty selection is never a success.
+	if out, errOut, code := run(t, "", append(kc, "status", "-A", "-l", "team=none")...); code != 1 || !regexp.MustCompile(`no NexoProxies in all namespaces matching team=none`).MatchString(out+errOut) {
+		t.Errorf("empty selector result: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The namespace comes from the kubeconfig context, as for kubectl.
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Contexts[cfg.CurrentContext].Namespace = "shop"
+	inShop := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, inShop); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = run(t, "", "--kubeconfig", inShop, "status", "-o", "json")
+	st = statuscmd.Status{}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st.Proxies) != 2 || st.Scope != "namespace shop" || code != 1 {
+		t.Errorf("status in the context's namespace shop: exit %d, %d proxies, scope %q (%v)", code, len(st.Proxies), st.Scope, err)
+	}
+	if _, errOut, code := run(t, "", "--kubeconfig", inShop, "status", "-n", "default"); code != 1 || !strings.Contains(errOut, "no NexoProxies in namespace default") {
+		t.Errorf("-n default over the context's namespace: exit %d %s", code, errOut)
+	}
+
+	// kubectl's identity flags: impersonating a user without rights is refused by the API server.
+	if _, errOut, code := run(t, "", append(kc, "status", "-A", "--as", "nobody", "--as-group", "nobodies")...); code != 2 || !strings.Contains(errOut, `"nobody" cannot list`) {
+		t.Errorf("status --as nobody: exit %d, want 2 and the API server's refusal: %s", code, errOut)
 	}
 }

@@ -17,9 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 )
 
@@ -399,4 +402,21 @@ func ready(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// WaitCRDsServed waits until every nexo.io CRD is Established and its API is in discovery. A
+// pod started before that exits (the operator cannot map its kinds) and the kubelet restarts it;
+// local processes are not restarted, so callers wait instead.
+func WaitCRDsServed(ctx context.Context, admin *rest.Config, kinds int, timeout time.Duration) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(admin)
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		res, err := dc.ServerResourcesForGroupVersion(catalog.Group + "/" + catalog.Version)
+		if err != nil {
+			return false, nil
+		}
+		return len(res.APIResources) >= kinds, nil
+	})
 }

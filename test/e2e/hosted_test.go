@@ -191,6 +191,11 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	if out := nexoctl(install...); !strings.Contains(out, "installed") {
 		t.Fatalf("install: %s", out)
 	}
+	// The chart's CRDs are served before the operator starts (a pod started earlier would be
+	// restarted by the kubelet; a local process is not).
+	if err := testinstall.WaitCRDsServed(ctx, cluster.Config, len(catalog.Kinds), time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	// The customer's own license (a test license authority: the one thing a test cannot get
 	// from the Control Plane is a license signed by the vendor's key).

@@ -10,8 +10,8 @@ import (
 	"os"
 
 	"golang.org/x/term"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -29,13 +29,19 @@ const (
 
 // Options are the global flags and streams.
 type Options struct {
-	In            io.Reader
-	Out, Err      io.Writer
-	Kubeconfig    string
-	Context       string
-	Namespace     string
+	In       io.Reader
+	Out, Err io.Writer
+	// Kube are kubectl's cluster flags (--kubeconfig, --context, --cluster, --user, -n, --server,
+	// --token, --as, --as-group, --as-uid, --request-timeout, TLS flags), so nexoctl talks to the
+	// same cluster, as the same identity, as kubectl with the same flags.
+	Kube          *genericclioptions.ConfigFlags
 	AllNamespaces bool
 	Output        string
+}
+
+// New returns Options with kubectl's cluster flags (not yet bound to a flag set).
+func New(in io.Reader, out, errOut io.Writer) *Options {
+	return &Options{In: in, Out: out, Err: errOut, Kube: genericclioptions.NewConfigFlags(true), Output: OutputText}
 }
 
 // ExitError carries an exit code up to main.
@@ -64,24 +70,47 @@ func Code(err error) int {
 	return ExitCannot
 }
 
-// NamespaceOr returns -n, or def when it was not given.
+// NamespaceOr returns -n, or def when it was not given: for the product's own namespace
+// (nexo-system), which a kubeconfig context's namespace does not change.
 func (o *Options) NamespaceOr(def string) string {
-	if o.Namespace != "" {
-		return o.Namespace
+	if o.Kube.Namespace != nil && *o.Kube.Namespace != "" {
+		return *o.Kube.Namespace
 	}
 	return def
 }
 
-// RESTConfig loads the kubeconfig the way kubectl does (--kubeconfig, $KUBECONFIG, ~/.kube/config,
-// in-cluster), honouring --context.
+// ContextNamespace is the namespace for the user's own objects, as kubectl picks it: -n, else
+// the kubeconfig context's namespace, else "default".
+func (o *Options) ContextNamespace() (string, error) {
+	ns, _, err := o.Kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", Fail(ExitCannot, "cannot load a kubeconfig: %v (use --kubeconfig or set KUBECONFIG)", err)
+	}
+	return ns, nil
+}
+
+// RESTConfig loads the client config the way kubectl does (--kubeconfig, $KUBECONFIG,
+// ~/.kube/config, in-cluster) with every cluster flag applied.
 func (o *Options) RESTConfig() (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+	cfg, err := o.Kube.ToRESTConfig()
 	if err != nil {
 		return nil, Fail(ExitCannot, "cannot load a kubeconfig: %v (use --kubeconfig or set KUBECONFIG)", err)
 	}
 	return cfg, nil
+}
+
+// KubeIn returns the cluster flags with the namespace set to ns (for the Helm SDK, which takes a
+// RESTClientGetter and must work in the release namespace).
+func (o *Options) KubeIn(ns string) *genericclioptions.ConfigFlags {
+	k := o.Kube
+	return &genericclioptions.ConfigFlags{
+		CacheDir: k.CacheDir, KubeConfig: k.KubeConfig, ClusterName: k.ClusterName, AuthInfoName: k.AuthInfoName,
+		Context: k.Context, Namespace: &ns, APIServer: k.APIServer, TLSServerName: k.TLSServerName,
+		Insecure: k.Insecure, CertFile: k.CertFile, KeyFile: k.KeyFile, CAFile: k.CAFile, BearerToken: k.BearerToken,
+		Impersonate: k.Impersonate, ImpersonateUID: k.ImpersonateUID, ImpersonateGroup: k.ImpersonateGroup,
+		Username: k.Username, Password: k.Password, Timeout: k.Timeout, DisableCompression: k.DisableCompression,
+		WrapConfigFn: k.WrapConfigFn,
+	}
 }
 
 // ValidateOutput checks -o.

@@ -159,10 +159,9 @@ is installed. Re-running is safe.`,
 
 func helmConfig(o *cliopts.Options, ns string) (*action.Configuration, *cli.EnvSettings, error) {
 	settings := cli.New()
-	settings.KubeConfig, settings.KubeContext = o.Kubeconfig, o.Context
 	settings.SetNamespace(ns)
 	cfg := new(action.Configuration)
-	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+	if err := cfg.Init(o.KubeIn(ns), ns, "secret", func(string, ...any) {}); err != nil {
 		return nil, nil, cliopts.Fail(cliopts.ExitCannot, "helm: %v", err)
 	}
 	return cfg, settings, nil

@@ -68,7 +68,11 @@ type Status struct {
 	Operator Component `json:"operator"`
 	Manager  Component `json:"manager"`
 	Proxies  []Proxy   `json:"proxies"`
-	AllReady bool      `json:"allReady"`
+	// Scope says where the proxies were looked for ("namespace shop", "all namespaces").
+	Scope string `json:"scope"`
+	// AllReady is true only when at least one proxy was found and every one is Ready: an empty
+	// selection is never a success (a false green for status --wait in CI).
+	AllReady bool `json:"allReady"`
 }
 
 // NewCmd builds the command.
@@ -109,6 +113,7 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 			}
 			ctx := cmd.Context()
 			deadline := time.Now().Add(timeout)
+			var seen map[string]Proxy // --watch: what was printed last, by namespace/name
 			for {
 				st, err := collect(ctx, env.Client, o, name, sel)
 				if err != nil {
@@ -118,13 +123,16 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 					if err := print(o, st, name); err != nil {
 						return err
 					}
+					if len(st.Proxies) == 0 {
+						return cliopts.Fail(cliopts.ExitFailed, "no NexoProxies in %s: nothing is Ready (choose the namespace with -n, or -A for all)", st.Scope)
+					}
 					if !st.AllReady {
 						return cliopts.Fail(cliopts.ExitFailed, "not all proxies are Ready")
 					}
 					return nil
 				}
 				if watch {
-					if err := print(o, st, name); err != nil {
+					if err := printChanges(o, st, name, &seen); err != nil {
 						return err
 					}
 				}
@@ -136,7 +144,7 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 			}
 		},
 	}
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print again every 2 seconds until interrupted")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print each proxy whose state changes (like kubectl get -w) until interrupted")
 	cmd.Flags().BoolVar(&waitReady, "wait", false, "wait until every listed proxy is Ready")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector for NexoProxies")
@@ -151,9 +159,17 @@ func collect(ctx context.Context, c client.Client, o *cliopts.Options, name stri
 	}
 	var list nexov1alpha1.NexoProxyList
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
-	ns := o.NamespaceOr("default")
+	ns, err := o.ContextNamespace()
+	if err != nil {
+		return st, err
+	}
+	st.Scope = "all namespaces"
 	if !o.AllNamespaces || name != "" {
 		opts = append(opts, client.InNamespace(ns))
+		st.Scope = "namespace " + ns
+	}
+	if !sel.Empty() {
+		st.Scope += " matching " + sel.String()
 	}
 	if err := c.List(ctx, &list, opts...); err != nil {
 		return st, cliopts.Fail(cliopts.ExitCannot, "list NexoProxies: %v (are the CRDs installed? run nexoctl preflight)", err)
@@ -190,6 +206,9 @@ func collect(ctx context.Context, c client.Client, o *cliopts.Options, name stri
 	}
 	if name != "" && len(st.Proxies) == 0 {
 		return st, cliopts.Fail(cliopts.ExitFailed, "NexoProxy %s not found in namespace %s", name, ns)
+	}
+	if len(st.Proxies) == 0 {
+		st.AllReady = false
 	}
 	return st, nil
 }
@@ -312,6 +331,60 @@ func age(t metav1.Time) string {
 	return duration.HumanDuration(time.Since(t.Time))
 }
 
+// printChanges is --watch: the first time the whole status, then only the proxies whose row
+// changed (or that went away), one line or one document each, like kubectl get -w.
+func printChanges(o *cliopts.Options, st Status, name string, seen *map[string]Proxy) error {
+	if *seen == nil {
+		*seen = map[string]Proxy{}
+		for _, p := range st.Proxies {
+			(*seen)[p.Namespace+"/"+p.Name] = p
+		}
+		return print(o, st, name)
+	}
+	var changed []Proxy
+	now := map[string]bool{}
+	for _, p := range st.Proxies {
+		key := p.Namespace + "/" + p.Name
+		now[key] = true
+		if before, ok := (*seen)[key]; !ok || state(before) != state(p) {
+			changed = append(changed, p)
+		}
+		(*seen)[key] = p
+	}
+	for key, p := range *seen {
+		if !now[key] {
+			p.Phase, p.Message = "Deleted", ""
+			changed = append(changed, p)
+			delete(*seen, key)
+		}
+	}
+	sort.Slice(changed, func(i, j int) bool {
+		return changed[i].Namespace+"/"+changed[i].Name < changed[j].Namespace+"/"+changed[j].Name
+	})
+	for _, p := range changed {
+		if o.Output != cliopts.OutputText {
+			if err := o.PrintData(p); err != nil {
+				return err
+			}
+			continue
+		}
+		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, row(p))
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+// state is what --watch compares: the row without its age.
+func state(p Proxy) string {
+	return fmt.Sprintf("%s|%d/%d|%s|%s", p.Phase, p.ReadyReplicas, p.Replicas, p.GraphRevision, p.Message)
+}
+
+// row is a proxy's line in the table (tab-separated).
+func row(p Proxy) string {
+	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s\t%s\t%s", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision), age(p.Created), truncate(p.Message, 100))
+}
+
 func print(o *cliopts.Options, st Status, name string) error {
 	if o.Output != cliopts.OutputText {
 		return o.PrintData(st)
@@ -321,10 +394,10 @@ func print(o *cliopts.Options, st Status, name string) error {
 		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAGE\tMESSAGE")
 		for _, p := range st.Proxies {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision), age(p.Created), truncate(p.Message, 100))
+			fmt.Fprintln(tw, row(p))
 		}
 		if len(st.Proxies) == 0 {
-			fmt.Fprintln(tw, "(no NexoProxies)")
+			fmt.Fprintf(tw, "(no NexoProxies in %s)\n", st.Scope)
 		}
 		return tw.Flush()
 	}
