@@ -24,32 +24,32 @@ const MinKubernetesVersion = "1.28.0"
 // pre-install checks (permissions instead of installed state).
 func ClusterCategories(pre bool) []Category {
 	cats := []Category{{Name: "kubernetes-api", Checks: []Check{
-		{Description: "can reach the Kubernetes API", Fatal: true, RetryDeadline: 5 * time.Second,
+		{ID: "api-reachable", Description: "can reach the Kubernetes API", Fatal: true, RetryDeadline: 5 * time.Second,
 			Hint: "check --kubeconfig and --context, and that the API server is reachable", Run: checkReachable},
-		{Description: "Kubernetes version is supported (>= " + MinKubernetesVersion + ")", Fatal: true,
+		{ID: "api-version", Description: "Kubernetes version is supported (>= " + MinKubernetesVersion + ")", Fatal: true,
 			Hint: "upgrade the cluster to Kubernetes " + MinKubernetesVersion + " or later", Run: checkVersion},
 	}}}
 	if pre {
 		return append(cats, Category{Name: "pre-install-permissions", Checks: []Check{
-			{Description: "can create the resources the chart installs", Fatal: true,
+			{ID: "install-permissions", Description: "can create the resources the chart installs", Fatal: true,
 				Hint: "install as a cluster administrator, or ask one to grant the listed verbs", Run: checkPermissions},
 		}})
 	}
 	return append(cats,
 		Category{Name: "nexo-crds", Checks: []Check{
-			{Description: "all 24 nexo.io CRDs are installed", Fatal: true,
+			{ID: "crds-installed", Description: fmt.Sprintf("all %d nexo.io CRDs are installed", len(catalog.Kinds)), Fatal: true,
 				Hint: "install the chart (nexoctl install) or apply config/crd", Run: checkCRDsPresent},
-			{Description: "CRDs serve and store " + catalog.Version, Hint: "reinstall the CRDs of bundle " + catalog.BuildVersion, Run: checkCRDVersions},
-			{Description: "CRDs carry helm.sh/resource-policy: keep", Hint: "reinstall the CRDs with the chart so uninstalling never deletes them", Run: checkKeep},
-			{Description: "installed schema fingerprint matches nexoctl " + catalog.BuildVersion, Hint: "the listed CRDs were changed or come from another bundle; reinstall bundle " + catalog.BuildVersion + " CRDs", Run: checkFingerprint},
+			{ID: "crds-version", Description: "CRDs serve and store " + catalog.Version, Hint: "reinstall the CRDs of bundle " + catalog.BuildVersion, Run: checkCRDVersions},
+			{ID: "crds-keep-policy", Description: "CRDs carry helm.sh/resource-policy: keep", Hint: "reinstall the CRDs with the chart so uninstalling never deletes them", Run: checkKeep},
+			{ID: "crds-fingerprint", Description: "installed schema fingerprint matches nexoctl " + catalog.BuildVersion, Hint: "the listed CRDs were changed or come from another bundle; reinstall bundle " + catalog.BuildVersion + " CRDs", Run: checkFingerprint},
 		}},
 		supportMatrixCategory(),
 		Category{Name: "nexo-edge-components", Checks: []Check{
-			{Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n <namespace> describe deployment nexo-operator", Run: checkAvailable("nexo-operator")},
-			{Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n <namespace> describe deployment nexo-manager", Run: checkAvailable("nexo-manager")},
-			{Description: "connect-token Secret is present and well-formed", Hint: "run nexoctl install --token-file <file> with the token from the Control Plane", Run: checkToken},
-			{Description: "nexo-manager reaches the Control Plane", Hint: "kubectl -n <namespace> logs deployment/nexo-manager; check the Control Plane URL and outbound network policy", Run: checkManagerHeartbeat},
-			{Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
+			{ID: "operator-available", Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-operator", Run: checkAvailable("nexo-operator")},
+			{ID: "manager-available", Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-manager", Run: ifManagerInstalled(checkAvailable("nexo-manager"))},
+			{ID: "connect-token", Description: "connect-token Secret is present and well-formed", Hint: "save the token the Control Plane gave you to ./connect-token, then run nexoctl install --token-file ./connect-token -n {namespace}", Run: ifManagerInstalled(checkToken)},
+			{ID: "manager-heartbeat", Description: "nexo-manager reaches the Control Plane", Hint: "kubectl -n {namespace} logs deployment/nexo-manager; check the Control Plane URL and outbound network policy", Run: ifManagerInstalled(checkManagerHeartbeat)},
+			{ID: "images-pinned", Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
 		}},
 	)
 }
@@ -57,15 +57,15 @@ func ClusterCategories(pre bool) []Category {
 // OfflineCategories are the checks `nexoctl preflight -f DIR` runs on manifests.
 func OfflineCategories() []Category {
 	return []Category{supportMatrixCategory(), {Name: "images", Checks: []Check{
-		{Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
+		{ID: "images-pinned", Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
 	}}}
 }
 
 func supportMatrixCategory() Category {
 	return Category{Name: "support-matrix", Checks: []Check{
-		{Description: "operator version is in nexoctl's support matrix", Hint: "use the nexoctl that matches the operator's bundle version", Run: checkOperatorVersion},
-		{Description: "no objects of schema-only kinds", Hint: "objects of schema-only kinds are stored but never reconciled; remove them or wait for a bundle that reconciles the kind", Run: checkSchemaOnlyObjects},
-		{Description: "NexoPipelines reference only reconciled, installed kinds", Hint: "replace the listed references with kinds the operator reconciles (nexoctl preflight lists them)", Run: checkPipelineRefs},
+		{ID: "operator-version", Description: "operator version is in nexoctl's support matrix", Hint: "use the nexoctl that matches the operator's bundle version", Run: checkOperatorVersion},
+		{ID: "schema-only-objects", Description: "no objects of schema-only kinds", Hint: "objects of schema-only kinds are stored but never reconciled; remove them or wait for a bundle that reconciles the kind", Run: checkSchemaOnlyObjects},
+		{ID: "pipeline-references", Description: "NexoPipelines reference only reconciled, installed kinds", Hint: "replace the listed references with kinds the operator reconciles (nexoctl preflight lists them)", Run: checkPipelineRefs},
 	}}
 }
 
@@ -369,6 +369,22 @@ func pipelineRefs(p *unstructured.Unstructured) []ref {
 	return out
 }
 
+// ifManagerInstalled runs a Manager check only when the Manager is part of the install: with
+// manager.enabled=false there is neither a nexo-manager Deployment nor a connect-token Secret,
+// and that is not an error. Either one present means the Manager is expected, and checked.
+func ifManagerInstalled(check func(context.Context, *Env) Outcome) func(context.Context, *Env) Outcome {
+	return func(ctx context.Context, e *Env) Outcome {
+		d, err := e.deployment(ctx, "nexo-manager")
+		if err == nil && d == nil {
+			err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.TokenSecret}, &corev1.Secret{})
+			if apierrors.IsNotFound(err) {
+				return ok("the Manager is not installed (manager.enabled=false): nothing to check")
+			}
+		}
+		return check(ctx, e)
+	}
+}
+
 func checkAvailable(name string) func(context.Context, *Env) Outcome {
 	return func(ctx context.Context, e *Env) Outcome {
 		d, err := e.deployment(ctx, name)
@@ -439,9 +455,11 @@ func checkImagesPinned(ctx context.Context, e *Env) Outcome {
 				}
 			}
 		}
-		profiles, _ := e.nexoObjects(ctx, "NexoDeploymentProfile")
-		for _, p := range profiles {
-			images = append(images, imagesOf(p)...)
+		for _, kind := range []string{"NexoDeploymentProfile", "NexoProxy"} {
+			objs, _ := e.nexoObjects(ctx, kind)
+			for _, o := range objs {
+				images = append(images, imagesOf(o)...)
+			}
 		}
 	}
 	var unpinned []string
@@ -488,6 +506,12 @@ func imagesOf(o *unstructured.Unstructured) []string {
 					out = append(out, img)
 				}
 			}
+		}
+		return out
+	}
+	if o.GetKind() == "NexoProxy" {
+		if img, _, _ := unstructured.NestedString(o.Object, "spec", "proxyImage"); img != "" {
+			out = append(out, img)
 		}
 		return out
 	}

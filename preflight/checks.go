@@ -21,12 +21,16 @@ const (
 
 // Check is one named check.
 type Check struct {
+	// ID is stable across versions (JSON consumers and docs/troubleshooting.md key on it);
+	// Description is for people and may change.
+	ID          string
 	Description string
 	// Fatal: an error here skips every later category (nothing after it can be trusted).
 	Fatal bool
 	// RetryDeadline: a failing check is retried until this long has passed (0: run once).
 	RetryDeadline time.Duration
-	// Hint tells the user what to do when the check does not pass.
+	// Hint tells the user what to do when the check does not pass, as a command they can run:
+	// {namespace} is replaced by the namespace checked.
 	Hint string
 	// Run returns the outcome and a message; details list individual findings.
 	Run func(ctx context.Context, e *Env) Outcome
@@ -59,12 +63,26 @@ type Category struct {
 
 // Result of one check, as printed and as JSON.
 type Result struct {
+	ID          string   `json:"id"`
 	Description string   `json:"description"`
 	Status      Status   `json:"status"`
 	Message     string   `json:"message,omitempty"`
 	Details     []string `json:"details,omitempty"`
 	Hint        string   `json:"hint,omitempty"`
-	Fatal       bool     `json:"fatal"`
+	// Docs is the troubleshooting section for this check, when it did not pass.
+	Docs  string `json:"docs,omitempty"`
+	Fatal bool   `json:"fatal"`
+}
+
+// TroubleshootingURL is the page, one section per check id and condition reason, that hints link.
+const TroubleshootingURL = "https://github.com/nexo-io/nexo-edge/blob/main/docs/troubleshooting.md"
+
+// RunOptions adjust Run.
+type RunOptions struct {
+	// OnRetry is called before a failing check is tried again (a spinner, on a terminal).
+	OnRetry func(c Check)
+	// OnDone is called after each check (to clear that spinner).
+	OnDone func(c Check)
 }
 
 // CategoryResult groups results.
@@ -84,21 +102,30 @@ type Report struct {
 
 // Run executes the categories in order.
 func Run(ctx context.Context, e *Env, categories []Category) Report {
+	return RunWith(ctx, e, categories, RunOptions{})
+}
+
+// RunWith is Run with progress callbacks.
+func RunWith(ctx context.Context, e *Env, categories []Category, opts RunOptions) Report {
 	var r Report
 	stop := false
 	for _, cat := range categories {
 		cr := CategoryResult{Name: cat.Name}
 		for _, c := range cat.Checks {
-			res := Result{Description: c.Description, Fatal: c.Fatal}
+			res := Result{ID: c.ID, Description: c.Description, Fatal: c.Fatal}
 			if stop {
 				res.Status, res.Message = Skipped, "skipped after a fatal check failed"
 				cr.Checks = append(cr.Checks, res)
 				continue
 			}
-			out := runWithRetry(ctx, e, c)
+			out := runWithRetry(ctx, e, c, opts.OnRetry)
+			if opts.OnDone != nil {
+				opts.OnDone(c)
+			}
 			res.Status, res.Message, res.Details = out.Status, out.Message, out.Details
 			if out.Status != OK {
-				res.Hint = c.Hint
+				res.Hint = strings.ReplaceAll(c.Hint, "{namespace}", e.Namespace)
+				res.Docs = TroubleshootingURL + "#" + c.ID
 			}
 			switch out.Status {
 			case Error:
@@ -121,12 +148,15 @@ func Run(ctx context.Context, e *Env, categories []Category) Report {
 	return r
 }
 
-func runWithRetry(ctx context.Context, e *Env, c Check) Outcome {
+func runWithRetry(ctx context.Context, e *Env, c Check, onRetry func(Check)) Outcome {
 	deadline := time.Now().Add(c.RetryDeadline)
 	for {
 		out := c.Run(ctx, e)
 		if out.Status != Error || out.Final || time.Now().After(deadline) || ctx.Err() != nil {
 			return out
+		}
+		if onRetry != nil {
+			onRetry(c)
 		}
 		select {
 		case <-ctx.Done():
@@ -134,6 +164,18 @@ func runWithRetry(ctx context.Context, e *Env, c Check) Outcome {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// ByID returns the result of the check with this id.
+func (r Report) ByID(id string) (Result, bool) {
+	for _, c := range r.Categories {
+		for _, res := range c.Checks {
+			if res.ID == id {
+				return res, true
+			}
+		}
+	}
+	return Result{}, false
 }
 
 // Find returns the result of the first check whose description starts with prefix.

@@ -3,8 +3,7 @@ package preflight
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,10 +14,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/manifest"
 )
 
 // Env is what the checks look at: a cluster, or a folder of manifests (Offline).
@@ -55,43 +54,17 @@ func NewClusterEnv(cfg *rest.Config, namespace string) (*Env, error) {
 	return &Env{Client: c, Discovery: d, Namespace: namespace, TokenSecret: "nexo-connect-token"}, nil
 }
 
-// LoadDir reads every .yaml/.yml/.json file under dir (multi-document YAML included).
-func LoadDir(dir string) (*Env, error) {
-	e := &Env{Offline: true}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		switch strings.ToLower(filepath.Ext(p)) {
-		case ".yaml", ".yml", ".json":
-		default:
-			return nil
-		}
-		raw, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		for i, doc := range strings.Split(string(raw), "\n---") {
-			if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
-				continue
-			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-				return fmt.Errorf("%s (document %d): %w", p, i+1, err)
-			}
-			if u.GetKind() != "" {
-				e.Objects = append(e.Objects, u)
-			}
-		}
-		return nil
-	})
+// LoadDir reads manifests for offline checks: every .yaml/.yml/.json file under a folder, one
+// file, or stdin for "-" (multi-document YAML and kind: List included).
+func LoadDir(dir string, stdin io.Reader) (*Env, error) {
+	objs, err := manifest.Load(dir, stdin)
 	if err != nil {
 		return nil, err
 	}
-	if len(e.Objects) == 0 {
-		return nil, fmt.Errorf("no Kubernetes manifests found under %s", dir)
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("no Kubernetes manifests found in %s", dir)
 	}
-	return e, nil
+	return &Env{Offline: true, Objects: objs}, nil
 }
 
 // NexoCRDs lists the nexo.io CRDs installed in a cluster. nexoctl preflight and the Manager both

@@ -40,6 +40,9 @@ func PrintText(w io.Writer, r Report, color bool) {
 			if c.Hint != "" {
 				fmt.Fprintln(w, "    hint: "+c.Hint)
 			}
+			if c.Docs != "" {
+				fmt.Fprintln(w, "    docs: "+c.Docs)
+			}
 		}
 	}
 	fmt.Fprintln(w)

@@ -90,13 +90,13 @@ func check(dir, bin string) error {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("nexoctl preflight -o json: %w", err)
 	}
-	if res, _ := r.Find("no objects of schema-only kinds"); res.Status != preflight.Warning {
+	if res, _ := r.ByID("schema-only-objects"); res.Status != preflight.Warning {
 		problems = append(problems, fmt.Sprintf("support-matrix warning missing: %+v", res))
 	}
-	if res, _ := r.Find("NexoPipelines reference"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, " "), "shop/guarded request[0]: NexoQueryGuard") {
+	if res, _ := r.ByID("pipeline-references"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, " "), "shop/guarded request[0]: NexoQueryGuard") {
 		problems = append(problems, fmt.Sprintf("pipeline reference check: %+v", res))
 	}
-	if res, _ := r.Find("installed schema fingerprint"); res.Status != preflight.OK {
+	if res, _ := r.ByID("crds-fingerprint"); res.Status != preflight.OK {
 		problems = append(problems, fmt.Sprintf("fingerprint: %+v", res))
 	}
 	if len(problems) > 0 {

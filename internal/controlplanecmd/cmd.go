@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/manifest"
 	"github.com/nexo-io/nexo-edge/protocol"
 	"github.com/nexo-io/nexo-edge/signature"
 )
@@ -265,16 +265,13 @@ func commandCmd(out io.Writer, call caller) *cobra.Command {
 	deploy := &cobra.Command{
 		Use: "deploy ENV -f FILE --namespace NS", Short: "Deploy nexo.io manifests (signed by the Control Plane)", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			raw, err := os.ReadFile(file)
+			objs, err := manifest.Load(file, os.Stdin)
 			if err != nil {
 				return err
 			}
 			var manifests []json.RawMessage
-			for _, doc := range strings.Split(string(raw), "\n---") {
-				if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
-					continue
-				}
-				j, err := yaml.YAMLToJSON([]byte(doc))
+			for _, o := range objs {
+				j, err := o.MarshalJSON()
 				if err != nil {
 					return err
 				}
@@ -283,7 +280,7 @@ func commandCmd(out io.Writer, call caller) *cobra.Command {
 			return send(args[0], protocol.Command{Type: protocol.Deploy, Namespaces: namespaces, Manifests: manifests})
 		},
 	}
-	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests (YAML, multi-document)")
+	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests: a file or folder (multi-document YAML, JSON, kind: List), - for stdin")
 	deploy.Flags().StringSliceVar(&namespaces, "namespace", nil, "namespaces the manifests may go to")
 	var image, proxy string
 	rollout := &cobra.Command{

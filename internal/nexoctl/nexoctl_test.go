@@ -51,11 +51,12 @@ func clusterWithCRDs(t *testing.T) (*testcluster.Cluster, client.Client) {
 	return c, env.Client
 }
 
-func findCheck(t *testing.T, r preflight.Report, prefix string) preflight.Result {
+// findCheck finds a result by its stable check id.
+func findCheck(t *testing.T, r preflight.Report, id string) preflight.Result {
 	t.Helper()
-	res, ok := r.Find(prefix)
+	res, ok := r.ByID(id)
 	if !ok {
-		t.Fatalf("no check %q", prefix)
+		t.Fatalf("no check %q", id)
 	}
 	return res
 }
@@ -123,7 +124,41 @@ spec:
       - {name: b, image: "registry.example.com/tool"}
 `,
 	})
-	out, _, code := run(t, "", "preflight", "-f", dir, "-o", "json")
+	// The same manifests plus a proxy on :latest, as one CRLF List on stdin.
+	list := strings.ReplaceAll(`apiVersion: v1
+kind: List
+items:
+- apiVersion: nexo.io/v1alpha1
+  kind: NexoPipeline
+  metadata: {name: guarded, namespace: shop}
+  spec:
+    request:
+    - {kind: NexoRateLimit, name: per-client}
+    - {kind: NexoQueryGuard, name: no-where}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: app}
+  spec:
+    template:
+      spec:
+        containers:
+        - {name: a, image: "registry.example.com/app:latest"}
+        - {name: b, image: "registry.example.com/tool"}
+- apiVersion: nexo.io/v1alpha1
+  kind: NexoProxy
+  metadata: {name: p, namespace: shop}
+  spec: {proxyImage: "registry.example.com/nexo/proxy:latest"}
+`, "\n", "\r\n")
+	out, _, code := run(t, list, "preflight", "-f", "-", "-o", "json")
+	var fromStdin preflight.Report
+	if err := json.Unmarshal([]byte(out), &fromStdin); err != nil || code != 1 {
+		t.Fatalf("preflight -f - (a CRLF List): exit %d, %v\n%s", code, err, out)
+	}
+	if images := findCheck(t, fromStdin, "images-pinned"); len(images.Details) != 3 || !strings.Contains(strings.Join(images.Details, ","), "nexo/proxy:latest") {
+		t.Errorf("a NexoProxy's spec.proxyImage on :latest is not reported: %+v", images)
+	}
+
+	out, _, code = run(t, "", "preflight", "-f", dir, "-o", "json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -131,11 +166,11 @@ spec:
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("-o json is not one JSON document: %v\n%s", err, out)
 	}
-	refs := findCheck(t, r, "NexoPipelines reference")
+	refs := findCheck(t, r, "pipeline-references")
 	if refs.Status != preflight.Error || len(refs.Details) != 1 || !strings.Contains(refs.Details[0], "NexoPipeline shop/guarded request[1]: NexoQueryGuard") {
 		t.Errorf("reference check: %+v", refs)
 	}
-	images := findCheck(t, r, "images are pinned")
+	images := findCheck(t, r, "images-pinned")
 	if images.Status != preflight.Warning || len(images.Details) != 2 || images.Hint == "" {
 		t.Errorf("image check: %+v", images)
 	}
@@ -153,6 +188,14 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 	if _, _, code := run(t, "", "preflight", "--kubeconfig", "/does/not/exist"); code != 2 {
 		t.Errorf("missing kubeconfig: exit %d, want 2", code)
+	}
+	// An unreachable cluster exits 2 in every verb.
+	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
+	_ = os.WriteFile(unreachable, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: x}}]\ncurrent-context: c\n"), 0o600)
+	for _, verb := range [][]string{{"preflight"}, {"status", "-A"}, {"version"}} {
+		if _, errOut, code := run(t, "", append([]string{"--kubeconfig", unreachable}, verb...)...); code != 2 {
+			t.Errorf("%s against an unreachable cluster: exit %d, want 2 (%s)", verb[0], code, errOut)
+		}
 	}
 	if _, _, code := run(t, "", "no-such-verb"); code != 2 {
 		t.Errorf("unknown verb: exit %d, want 2", code)
@@ -206,7 +249,18 @@ func TestClusterPreflight(t *testing.T) {
 		return r
 	}
 	r := report()
-	for _, desc := range []string{"can reach", "Kubernetes version", "all 24", "CRDs serve", "CRDs carry", "installed schema fingerprint"} {
+	// No Manager and no connect token: installed with manager.enabled=false, not an error.
+	for _, id := range []string{"manager-available", "connect-token", "manager-heartbeat"} {
+		if res := findCheck(t, r, id); res.Status != preflight.OK || !strings.Contains(res.Message, "manager.enabled=false") {
+			t.Errorf("%s without a Manager: %+v", id, res)
+		}
+	}
+	// The operator is missing too: that one fails, with a runnable hint and its docs section.
+	if res := findCheck(t, r, "operator-available"); res.Status != preflight.Error || strings.Contains(res.Hint, "<") ||
+		!strings.Contains(res.Hint, "kubectl -n nexo-system describe deployment nexo-operator") || !strings.HasSuffix(res.Docs, "troubleshooting.md#operator-available") {
+		t.Errorf("operator-available: %+v", res)
+	}
+	for _, desc := range []string{"api-reachable", "api-version", "crds-installed", "crds-version", "crds-keep-policy", "crds-fingerprint"} {
 		if res := findCheck(t, r, desc); res.Status != preflight.OK {
 			t.Errorf("%s: %+v", desc, res)
 		}
@@ -228,10 +282,10 @@ func TestClusterPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = report()
-	if res := findCheck(t, r, "NexoPipelines reference"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, "\n"), "NexoPipeline default/guarded request[0]: NexoQueryGuard") {
+	if res := findCheck(t, r, "pipeline-references"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, "\n"), "NexoPipeline default/guarded request[0]: NexoQueryGuard") {
 		t.Errorf("pipeline check: %+v", res)
 	}
-	if res := findCheck(t, r, "installed schema fingerprint"); res.Status != preflight.Error || strings.Join(res.Details, ",") != "NexoRateLimit: schema differs" {
+	if res := findCheck(t, r, "crds-fingerprint"); res.Status != preflight.Error || strings.Join(res.Details, ",") != "NexoRateLimit: schema differs" {
 		t.Errorf("fingerprint check: %+v", res)
 	}
 
@@ -248,10 +302,10 @@ func TestClusterPreflight(t *testing.T) {
 		t.Fatal("CRD not deleted")
 	}
 	r = report()
-	if res := findCheck(t, r, "all 24"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, ","), "nexotracings.nexo.io") {
+	if res := findCheck(t, r, "crds-installed"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, ","), "nexotracings.nexo.io") {
 		t.Errorf("missing CRD: %+v", res)
 	}
-	if res := findCheck(t, r, "nexo-operator is available"); res.Status != preflight.Skipped {
+	if res := findCheck(t, r, "operator-available"); res.Status != preflight.Skipped {
 		t.Errorf("checks after a fatal failure should be skipped: %+v", res)
 	}
 	if _, _, code := run(t, "", "--kubeconfig", c.Kubeconfig, "preflight"); code != 1 {

@@ -131,6 +131,12 @@ func (o *Options) Color() bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// ErrIsTerminal reports whether the error stream is a terminal (for progress output).
+func (o *Options) ErrIsTerminal() bool {
+	f, ok := o.Err.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // PrintData writes v as one JSON or YAML document.
 func (o *Options) PrintData(v any) error {
 	if o.Output == OutputYAML {

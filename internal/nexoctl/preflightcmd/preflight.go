@@ -2,6 +2,8 @@
 package preflightcmd
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
@@ -36,7 +38,7 @@ Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could no
 			var cats []preflight.Category
 			if dir != "" {
 				var err error
-				if env, err = preflight.LoadDir(dir); err != nil {
+				if env, err = preflight.LoadDir(dir, o.In); err != nil {
 					return cliopts.Fail(cliopts.ExitCannot, "%v", err)
 				}
 				cats = preflight.OfflineCategories()
@@ -50,7 +52,11 @@ Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could no
 				}
 				cats = preflight.ClusterCategories(pre)
 			}
-			report := preflight.Run(cmd.Context(), env, cats)
+			report := preflight.RunWith(cmd.Context(), env, cats, spinner(o))
+			if res, _ := report.ByID("api-reachable"); res.Status == preflight.Error {
+				// The same exit code as every verb that cannot reach the cluster.
+				return cliopts.Fail(cliopts.ExitCannot, "cannot reach the Kubernetes API: %s (%s)", res.Message, res.Hint)
+			}
 			if o.Output == cliopts.OutputText {
 				preflight.PrintText(o.Out, report, o.Color())
 			} else if err := o.PrintData(report); err != nil {
@@ -63,8 +69,29 @@ Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could no
 		},
 	}
 	cmd.Flags().BoolVar(&pre, "pre", false, "check what an install needs (permissions) instead of the installed state")
-	cmd.Flags().StringVarP(&dir, "filename", "f", "", "check a folder of manifests offline, without a cluster")
+	cmd.Flags().StringVarP(&dir, "filename", "f", "", "check manifests offline, without a cluster: a folder, a file, or - for stdin")
 	return cmd
+}
+
+// spinner shows, on a terminal, which check is being retried; nothing otherwise.
+func spinner(o *cliopts.Options) preflight.RunOptions {
+	if o.Output != cliopts.OutputText || !o.ErrIsTerminal() {
+		return preflight.RunOptions{}
+	}
+	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+	n := 0
+	return preflight.RunOptions{
+		OnRetry: func(c preflight.Check) {
+			fmt.Fprintf(o.Err, "\r%c %s (retrying)\x1b[K", frames[n%len(frames)], c.Description)
+			n++
+		},
+		OnDone: func(preflight.Check) {
+			if n > 0 {
+				fmt.Fprint(o.Err, "\r\x1b[K")
+				n = 0
+			}
+		},
+	}
 }
 
 type checksFailed struct{}

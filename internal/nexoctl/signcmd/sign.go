@@ -6,9 +6,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,44 +14,30 @@ import (
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/manifest"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
 func readManifests(o *cliopts.Options, file string) ([]*unstructured.Unstructured, error) {
-	var raw []byte
-	var err error
-	if file == "-" {
-		raw, err = io.ReadAll(o.In)
-	} else {
-		raw, err = os.ReadFile(file)
-	}
+	objs, err := manifest.Load(file, o.In)
 	if err != nil {
 		return nil, cliopts.Fail(cliopts.ExitCannot, "read %s: %v", file, err)
 	}
-	var out []*unstructured.Unstructured
-	for i, doc := range strings.Split(string(raw), "\n---") {
-		if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(doc), "---")) == "" {
-			continue
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			return nil, cliopts.Fail(cliopts.ExitCannot, "%s document %d: %v", file, i+1, err)
-		}
+	for i, u := range objs {
 		if u.GroupVersionKind().Group != catalog.Group {
-			return nil, cliopts.Fail(cliopts.ExitCannot, "%s document %d is %s %s, not a nexo.io object; only Nexo objects are signed", file, i+1, u.GetKind(), u.GetName())
+			return nil, cliopts.Fail(cliopts.ExitCannot, "%s object %d is %s %s, not a nexo.io object; only Nexo objects are signed", file, i+1, u.GetKind(), u.GetName())
 		}
 		if _, ok := catalog.Lookup(u.GetKind()); !ok {
-			return nil, cliopts.Fail(cliopts.ExitCannot, "%s document %d: %s is not a Nexo kind", file, i+1, u.GetKind())
+			return nil, cliopts.Fail(cliopts.ExitCannot, "%s object %d: %s is not a Nexo kind", file, i+1, u.GetKind())
 		}
 		if u.GetNamespace() == "" {
-			return nil, cliopts.Fail(cliopts.ExitCannot, "%s document %d (%s %s) has no metadata.namespace; the namespace is part of the signature", file, i+1, u.GetKind(), u.GetName())
+			return nil, cliopts.Fail(cliopts.ExitCannot, "%s object %d (%s %s) has no metadata.namespace; the namespace is part of the signature", file, i+1, u.GetKind(), u.GetName())
 		}
-		out = append(out, u)
 	}
-	if len(out) == 0 {
+	if len(objs) == 0 {
 		return nil, cliopts.Fail(cliopts.ExitCannot, "%s holds no manifests", file)
 	}
-	return out, nil
+	return objs, nil
 }
 
 // NewSignCmd builds `nexoctl sign`.

@@ -31,11 +31,19 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 				return err
 			}
 			info := Info{Client: catalog.BuildVersion}
+			reached := true
 			if !clientOnly {
-				info.Operator, info.OperatorError = operatorVersion(cmd, o)
+				info.Operator, info.OperatorError, reached = operatorVersion(cmd, o)
+			}
+			// After printing, a cluster that could not be reached exits 2, as in every verb.
+			unreachable := func(err error) error {
+				if err == nil && !reached {
+					return cliopts.Fail(cliopts.ExitCannot, "cannot reach the cluster: %s (nexoctl version --client prints only nexoctl's version)", info.OperatorError)
+				}
+				return err
 			}
 			if o.Output != cliopts.OutputText {
-				return o.PrintData(info)
+				return unreachable(o.PrintData(info))
 			}
 			fmt.Fprintf(o.Out, "nexoctl:  %s\n", info.Client)
 			if !clientOnly {
@@ -45,28 +53,33 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 					fmt.Fprintf(o.Out, "operator: unknown (%s)\n", info.OperatorError)
 				}
 			}
-			return nil
+			return unreachable(nil)
 		},
 	}
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "print only nexoctl's version")
 	return cmd
 }
 
-func operatorVersion(cmd *cobra.Command, o *cliopts.Options) (string, string) {
+// operatorVersion finds the installed operator's version; reached is false when the cluster
+// could not be asked at all.
+func operatorVersion(cmd *cobra.Command, o *cliopts.Options) (version, problem string, reached bool) {
 	cfg, err := o.RESTConfig()
 	if err != nil {
-		return "", err.Error()
+		return "", err.Error(), false
 	}
 	env, err := preflight.NewClusterEnv(cfg, o.NamespaceOr(cliopts.DefaultNS))
 	if err != nil {
-		return "", err.Error()
+		return "", err.Error(), false
+	}
+	if _, err := env.Discovery.ServerVersion(); err != nil {
+		return "", err.Error(), false
 	}
 	v, err := env.OperatorVersionInCluster(cmd.Context())
 	if err != nil {
-		return "", err.Error()
+		return "", err.Error(), true
 	}
 	if v == "" {
-		return "", "no nexo-operator Deployment in namespace " + env.Namespace
+		return "", "no nexo-operator Deployment in namespace " + env.Namespace, true
 	}
-	return v, ""
+	return v, "", true
 }
