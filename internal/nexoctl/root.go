@@ -38,6 +38,7 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 	sign, verify := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o)
 	sign.GroupID, verify.GroupID = "gitops", "gitops"
 	root.AddCommand(inst, uninst, pre, status, sign, verify, versioncmd.NewCmd(o))
+	registerCompletions(root, status, o)
 	return root
 }
 

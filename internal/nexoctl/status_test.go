@@ -148,6 +148,18 @@ func TestStatus(t *testing.T) {
 		t.Errorf("-n default over the context's namespace: exit %d %s", code, errOut)
 	}
 
+	// Dynamic completion (what `nexoctl completion bash` calls): proxy names of the namespace,
+	// namespaces, -o values.
+	if out, _, _ := run(t, "", "--kubeconfig", inShop, "__complete", "status", "or"); !strings.Contains(out, "orders-proxy") || strings.Contains(out, "billing-proxy") {
+		t.Errorf("completion of status or…:\n%s", out)
+	}
+	if out, _, _ := run(t, "", append(kc, "__complete", "status", "-n", "sh")...); !strings.Contains(out, "shop\n") {
+		t.Errorf("completion of -n sh…:\n%s", out)
+	}
+	if out, _, _ := run(t, "", "__complete", "status", "-o", ""); !strings.Contains(out, "json\n") || !strings.Contains(out, "yaml\n") {
+		t.Errorf("completion of -o:\n%s", out)
+	}
+
 	// kubectl's identity flags: impersonating a user without rights is refused by the API server.
 	if _, errOut, code := run(t, "", append(kc, "status", "-A", "--as", "nobody", "--as-group", "nobodies")...); code != 2 || !strings.Contains(errOut, `"nobody" cannot list`) {
 		t.Errorf("status --as nobody: exit %d, want 2 and the API server's refusal: %s", code, errOut)
