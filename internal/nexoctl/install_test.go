@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/cli"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,6 +26,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nexo-io/nexo-edge/charts"
 	"github.com/nexo-io/nexo-edge/connecttoken"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 )
@@ -172,9 +176,33 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
+	// A release of a newer chart is not downgraded unless forced.
+	newer, err := charts.NexoEdge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer.Metadata.Version = "9.9.9"
+	if err := installChart(c, "newer", "nexo-newer", newer, map[string]any{"crds": map[string]any{"install": false}, "admissionPolicy": map[string]any{"enabled": false},
+		"manager": map[string]any{"controlPlaneURL": "https://cp.example.invalid"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := run(t, "", append(kc, "install", "-n", "nexo-newer", "--release", "newer", "--token-file", good)...); code != 1 || !strings.Contains(errOut, "runs chart 9.9.9, newer than this nexoctl's") {
+		t.Errorf("downgrade without --force: exit %d %s", code, errOut)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-newer", Name: "nexo-connect-token"}, &corev1.Secret{}); err == nil {
+		t.Error("a refused downgrade still wrote the token Secret")
+	}
+	if out, errOut, code := run(t, "", append(kc, "install", "-n", "nexo-newer", "--release", "newer", "--token-file", good, "--force")...); code != 0 || !strings.Contains(out, "upgraded") || !strings.Contains(out, "(release newer)") {
+		t.Errorf("downgrade with --force: exit %d %s %s", code, out, errOut)
+	}
+
+	// Uninstall says what it removed and what it kept, and never claims a release that is not there.
+	if out, _, code := run(t, "", append(kc, "uninstall", "--release", "no-such-release")...); code != 0 || !strings.Contains(out, "no release no-such-release in namespace nexo-system: nothing was removed") {
+		t.Errorf("uninstall of a missing release: exit %d %s", code, out)
+	}
 	out, errOut, code = run(t, "", append(kc, "uninstall")...)
-	if code != 0 {
-		t.Fatalf("uninstall: exit %d %s", code, errOut)
+	if code != 0 || !strings.Contains(out, "release nexo-edge removed") || !strings.Contains(out, "kept: Secret nexo-system/nexo-connect-token") || !strings.Contains(out, "kept: the 24 nexo.io CRDs") {
+		t.Fatalf("uninstall: exit %d %s %s", code, out, errOut)
 	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
 	if err := k8s.List(ctx, &crds, client.HasLabels{"nexo.io/support"}); err != nil || len(crds.Items) != 24 {
@@ -258,4 +286,19 @@ func atoi(t *testing.T, s string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// installChart installs ch as release name in ns with the Helm SDK (a fixture: another tool's install).
+func installChart(c *testcluster.Cluster, name, ns string, ch *chart.Chart, vals map[string]any) error {
+	settings := cli.New()
+	settings.KubeConfig = c.Kubeconfig
+	settings.SetNamespace(ns)
+	cfg := new(action.Configuration)
+	if err := cfg.Init(settings.RESTClientGetter(), ns, "secret", func(string, ...any) {}); err != nil {
+		return err
+	}
+	inst := action.NewInstall(cfg)
+	inst.ReleaseName, inst.Namespace, inst.CreateNamespace = name, ns, true
+	_, err := inst.Run(ch, vals)
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -37,7 +38,7 @@ import (
 	"github.com/nexo-io/nexo-edge/render"
 )
 
-// ReleaseName is the Helm release nexoctl manages.
+// ReleaseName is the Helm release nexoctl manages unless --release names another.
 const ReleaseName = "nexo-edge"
 
 // TokenSecret is the connect-token Secret the Manager mounts.
@@ -88,6 +89,7 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 	var registryArgs []string
 	var valueOpts values.Options
 	var dryRun, wait bool
+	var lc lifecycle
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "install --token-file FILE",
@@ -126,7 +128,7 @@ is installed. Re-running is safe.`,
 			if controlPlaneURL != "" {
 				valueOpts.Values = append(valueOpts.Values, "manager.controlPlaneURL="+controlPlaneURL)
 			}
-			if err := install(cmd.Context(), o, cfg, ns, token, registry, &valueOpts, dryRun, wait, timeout, &s); err != nil {
+			if err := install(cmd.Context(), o, cfg, ns, token, registry, &valueOpts, dryRun, wait, timeout, lc, &s); err != nil {
 				return err
 			}
 			if o.Output != cliopts.OutputText {
@@ -138,7 +140,7 @@ is installed. Re-running is safe.`,
 			case "dry-run":
 				fmt.Fprintf(o.Out, "# Secret %s/%s (connect token for environment %s, not shown) would be created or updated outside Helm.\n", ns, TokenSecret, env)
 			default:
-				fmt.Fprintf(o.Out, "Nexo Edge %s %s in namespace %s (release %s); connect-token Secret %s for environment %s.\n", s.ChartVersion, s.Action, ns, ReleaseName, s.SecretAction, env)
+				fmt.Fprintf(o.Out, "Nexo Edge %s %s in namespace %s (release %s); connect-token Secret %s for environment %s.\n", s.ChartVersion, s.Action, ns, s.Release, s.SecretAction, env)
 				fmt.Fprintln(o.Out, "Next: nexoctl preflight && nexoctl status -A")
 			}
 			return nil
@@ -153,6 +155,8 @@ is installed. Re-running is safe.`,
 	f.BoolVar(&dryRun, "dry-run", false, "print the manifests that would be applied (never the token); change nothing")
 	f.BoolVar(&wait, "wait", false, "wait until the Deployments are available")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.StringVar(&lc.release, "release", ReleaseName, "Helm release name")
+	f.BoolVar(&lc.force, "force", false, "install this chart even over a release of a newer chart version (a downgrade)")
 	_ = cmd.MarkFlagRequired("token-file")
 	return cmd
 }
@@ -167,7 +171,15 @@ func helmConfig(o *cliopts.Options, ns string) (*action.Configuration, *cli.EnvS
 	return cfg, settings, nil
 }
 
-func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, token string, registrySecrets []registrySecret, valueOpts *values.Options, dryRun, wait bool, timeout time.Duration, s *Summary) error {
+// lifecycle are the release flags of install.
+type lifecycle struct {
+	release string
+	// force allows installing this chart over a release of a newer one.
+	force bool
+}
+
+func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, token string, registrySecrets []registrySecret, valueOpts *values.Options, dryRun, wait bool, timeout time.Duration, lc lifecycle, s *Summary) error {
+	release := lc.release
 	penv, err := preflight.NewClusterEnv(cfg, ns)
 	if err != nil {
 		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
@@ -196,10 +208,13 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 		// A re-install keeps the values of the release (ResetThenReuseValues below): check those
 		// with this run's on top.
 		effective := vals
-		if last, err := action.NewGet(hcfg).Run(ReleaseName); err == nil && last.Config != nil {
+		if last, err := action.NewGet(hcfg).Run(release); err == nil && last.Config != nil {
 			effective = chartutil.CoalesceTables(copyValues(vals), last.Config)
 		}
 		if err := needsControlPlaneURL(effective); err != nil {
+			return err
+		}
+		if err := refuseDowngrade(hcfg, release, lc.force); err != nil {
 			return err
 		}
 	}
@@ -214,7 +229,7 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	if dryRun {
 		inst := action.NewInstall(hcfg)
 		// Not client-only: the cluster's real version and APIs decide what renders; nothing is written.
-		inst.ReleaseName, inst.Namespace, inst.DryRun, inst.DryRunOption, inst.Replace = ReleaseName, ns, true, "client", true
+		inst.ReleaseName, inst.Namespace, inst.DryRun, inst.DryRunOption, inst.Replace = release, ns, true, "client", true
 		rel, err := inst.RunWithContext(ctx, chart, vals)
 		if err != nil {
 			return cliopts.Fail(cliopts.ExitFailed, "render the chart: %v", err)
@@ -243,9 +258,9 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	if olm {
 		s.OLM, s.Action = true, "secret-only"
 	} else {
-		if _, err := action.NewHistory(hcfg).Run(ReleaseName); errors.Is(err, driver.ErrReleaseNotFound) {
+		if _, err := action.NewHistory(hcfg).Run(release); errors.Is(err, driver.ErrReleaseNotFound) {
 			inst := action.NewInstall(hcfg)
-			inst.ReleaseName, inst.Namespace, inst.Wait, inst.Timeout = ReleaseName, ns, wait, timeout
+			inst.ReleaseName, inst.Namespace, inst.Wait, inst.Timeout = release, ns, wait, timeout
 			if _, err := inst.RunWithContext(ctx, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm install: %v", err)
 			}
@@ -258,12 +273,12 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 			// namespaces...) on top of this chart's defaults, so `nexoctl install --token-file NEW`
 			// alone rotates the token: helm upgrade --reset-then-reuse-values.
 			up.Namespace, up.Wait, up.Timeout, up.ResetThenReuseValues = ns, wait, timeout, true
-			if _, err := up.RunWithContext(ctx, ReleaseName, chart, vals); err != nil {
+			if _, err := up.RunWithContext(ctx, release, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm upgrade: %v", err)
 			}
 			s.Action = "upgraded"
 		}
-		s.Release = ReleaseName
+		s.Release = release
 	}
 	return nil
 }
@@ -330,10 +345,14 @@ func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (s
 // NewUninstallCmd builds `nexoctl uninstall`.
 func NewUninstallCmd(o *cliopts.Options) *cobra.Command {
 	var deleteCRDs, yes bool
+	release := ReleaseName
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove the Nexo Edge release; CRDs and Nexo objects stay unless --delete-crds",
-		Args:  cobra.NoArgs,
+		Long: `Removes the Helm release. Kept, and listed: the CRDs and every Nexo object (unless
+--delete-crds), the connect-token Secret and the registry credentials nexoctl install created
+outside the release, and the trusted-keys Secret the Manager keeps.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ns := o.NamespaceOr(cliopts.DefaultNS)
 			cfg, err := o.RESTConfig()
@@ -344,10 +363,22 @@ func NewUninstallCmd(o *cliopts.Options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := action.NewUninstall(hcfg).Run(ReleaseName); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-				return cliopts.Fail(cliopts.ExitFailed, "helm uninstall: %v", err)
+			penv, err := preflight.NewClusterEnv(cfg, ns)
+			if err != nil {
+				return cliopts.Fail(cliopts.ExitCannot, "%v", err)
 			}
-			fmt.Fprintf(o.Out, "release %s removed from %s; the CRDs and every Nexo object are kept\n", ReleaseName, ns)
+			_, err = action.NewUninstall(hcfg).Run(release)
+			switch {
+			case errors.Is(err, driver.ErrReleaseNotFound):
+				fmt.Fprintf(o.Out, "no release %s in namespace %s: nothing was removed\n", release, ns)
+			case err != nil:
+				return cliopts.Fail(cliopts.ExitFailed, "helm uninstall: %v", err)
+			default:
+				fmt.Fprintf(o.Out, "release %s removed from namespace %s\n", release, ns)
+			}
+			for _, k := range kept(cmd.Context(), penv.Client, ns, !deleteCRDs) {
+				fmt.Fprintln(o.Out, "kept: "+k)
+			}
 			if !deleteCRDs {
 				return nil
 			}
@@ -358,10 +389,6 @@ func NewUninstallCmd(o *cliopts.Options) *cobra.Command {
 				if answer != "yes" {
 					return cliopts.Fail(cliopts.ExitFailed, "not confirmed; the CRDs are kept")
 				}
-			}
-			penv, err := preflight.NewClusterEnv(cfg, ns)
-			if err != nil {
-				return err
 			}
 			for _, k := range catalog.Kinds {
 				crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: k.CRDName()}}
@@ -374,6 +401,7 @@ func NewUninstallCmd(o *cliopts.Options) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&deleteCRDs, "delete-crds", false, "also delete the 24 CRDs and with them every Nexo object")
+	cmd.Flags().StringVar(&release, "release", ReleaseName, "Helm release name")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
 }
@@ -468,6 +496,43 @@ func copyValues(vals map[string]any) map[string]any {
 			v = copyValues(m)
 		}
 		out[k] = v
+	}
+	return out
+}
+
+// refuseDowngrade stops an upgrade of a release that runs a newer chart than this nexoctl's,
+// unless forced: the newer CRDs and values would meet an older operator.
+func refuseDowngrade(hcfg *action.Configuration, release string, force bool) error {
+	last, err := action.NewGet(hcfg).Run(release)
+	if err != nil || last.Chart == nil || last.Chart.Metadata == nil {
+		return nil
+	}
+	have, err1 := semver.ParseTolerant(last.Chart.Metadata.Version)
+	mine, err2 := semver.ParseTolerant(catalog.BuildVersion)
+	if err1 != nil || err2 != nil || !have.GT(mine) || force {
+		return nil
+	}
+	return cliopts.Fail(cliopts.ExitFailed, "release %s runs chart %s, newer than this nexoctl's %s; nothing was changed. Use the nexoctl of %s (nexoctl version), or pass --force to downgrade", release, have, mine, have)
+}
+
+// kept lists what an uninstall leaves in place, with how to remove it.
+func kept(ctx context.Context, c client.Client, ns string, crds bool) []string {
+	var out []string
+	secret := func(name, why string) {
+		if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}) == nil {
+			out = append(out, fmt.Sprintf("Secret %s/%s (%s; kubectl -n %s delete secret %s)", ns, name, why, ns, name))
+		}
+	}
+	secret(TokenSecret, "the connect token, created outside the release")
+	secret("nexo-trusted-keys", "the Control Plane's signing keys, kept current by the Manager")
+	var registry corev1.SecretList
+	if c.List(ctx, &registry, client.InNamespace(ns), client.MatchingLabels{render.RegistryCredentialLabel: "true"}) == nil {
+		for _, s := range registry.Items {
+			secret(s.Name, "a registry credential from nexoctl install --registry-secret")
+		}
+	}
+	if crds {
+		out = append(out, fmt.Sprintf("the %d nexo.io CRDs and every Nexo object (nexoctl uninstall --delete-crds removes them, and the objects with them)", len(catalog.Kinds)))
 	}
 	return out
 }
