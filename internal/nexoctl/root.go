@@ -13,6 +13,7 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/preflightcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/signcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/statuscmd"
+	"github.com/nexo-io/nexo-edge/internal/nexoctl/supportcmd"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/versioncmd"
 )
 
@@ -37,7 +38,9 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 	pre.GroupID, status.GroupID = "checks", "checks"
 	sign, verify := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o)
 	sign.GroupID, verify.GroupID = "gitops", "gitops"
-	root.AddCommand(inst, uninst, pre, status, sign, verify, versioncmd.NewCmd(o))
+	support := supportcmd.NewCmd(o)
+	support.GroupID = "checks"
+	root.AddCommand(inst, uninst, pre, status, support, sign, verify, versioncmd.NewCmd(o))
 	registerCompletions(root, status, o)
 	return root
 }
