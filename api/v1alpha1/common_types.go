@@ -116,3 +116,15 @@ type Target struct {
 // +kubebuilder:validation:MaxLength=512
 // +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._/:-]+[a-zA-Z0-9]+)*(@sha256:[a-f0-9]{64})?$')",message="must be an image reference such as registry.example.com/nexo/proxy:0.2.0 or registry.example.com/nexo/proxy@sha256:<64 hex digits>"
 type Image string
+
+// SchemaOnlyStatus is the status of a kind this bundle installs as a schema only. No controller
+// writes it: the API server fills in support from the schema's default, so `kubectl get` shows
+// the kind is not reconciled.
+type SchemaOnlyStatus struct {
+	Status `json:",inline"`
+
+	// support is SchemaOnly: this bundle's operator stores the kind but does not reconcile it.
+	// +kubebuilder:default=SchemaOnly
+	// +optional
+	Support string `json:"support,omitempty"`
+}

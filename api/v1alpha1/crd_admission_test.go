@@ -334,3 +334,42 @@ func TestProxyNamesMustBeRenderable(t *testing.T) {
 		}
 	}
 }
+
+// TestKubectlColumns reads the columns the way a user does, with kubectl: a license's expiry is
+// a date (an age column shows <invalid> for a future time), and a schema-only kind says so.
+func TestKubectlColumns(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	guard := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nexo.io/v1alpha1", "kind": "NexoQueryGuard",
+		"metadata": map[string]any{"name": "no-where", "namespace": ns}, "spec": map[string]any{"maxFilterDepth": int64(8)}}}
+	lic := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "nexo.io/v1alpha1", "kind": "NexoLicense",
+		"metadata": map[string]any{"name": "acme", "namespace": ns}, "spec": map[string]any{"secretRef": map[string]any{"name": "acme-license", "key": "license"}}}}
+	for _, o := range []*unstructured.Unstructured{guard, lic} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = unstructured.SetNestedField(lic.Object, "2031-06-30T00:00:00Z", "status", "expiresAt")
+	_ = unstructured.SetNestedField(lic.Object, "Acme Corp", "status", "licensee")
+	if err := k8s.Status().Update(ctx, lic); err != nil {
+		t.Fatal(err)
+	}
+	// The support field is the schema's default: nobody wrote it.
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(guard), guard); err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := unstructured.NestedString(guard.Object, "status", "support"); s != "SchemaOnly" {
+		t.Errorf("status.support of a schema-only object %q, want the default SchemaOnly", s)
+	}
+	kubectl := filepath.Join(testcluster.RepoRoot(), "bin", "kubectl")
+	if bin := os.Getenv("NEXO_TEST_BIN"); bin != "" {
+		kubectl = filepath.Join(bin, "kubectl")
+	}
+	out, err := exec.Command(kubectl, "--kubeconfig", cluster.Kubeconfig, "get", "nexolicenses,nexoqueryguards", "-n", ns).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get: %v\n%s", err, out)
+	}
+	if s := string(out); !strings.Contains(s, "2031-06-30T00:00:00Z") || strings.Contains(s, "<invalid>") || !strings.Contains(s, "SchemaOnly") {
+		t.Errorf("kubectl get columns:\n%s", s)
+	}
+}

@@ -54,7 +54,7 @@ type NexoLicenseStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=nexolicenses,shortName=nxlic,categories=nexo,scope=Namespaced
 // +kubebuilder:printcolumn:name="Licensee",type=string,JSONPath=`.status.licensee`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the license expires (a date: an age column cannot show the future)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NexoLicense struct {

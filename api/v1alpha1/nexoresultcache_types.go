@@ -25,15 +25,15 @@ type NexoResultCacheSpec struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=nexoresultcaches,shortName=nxcache,categories=nexo,scope=Namespaced
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Support",type=string,JSONPath=`.status.support`,description="SchemaOnly: stored, never reconciled by this bundle's operator"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NexoResultCache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   NexoResultCacheSpec `json:"spec"`
-	Status Status              `json:"status,omitempty"`
+	// +kubebuilder:default={support: SchemaOnly}
+	Status SchemaOnlyStatus `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -36,15 +36,15 @@ type SchemaRule struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=nexoschemavalidations,shortName=nxschema,categories=nexo,scope=Namespaced
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Support",type=string,JSONPath=`.status.support`,description="SchemaOnly: stored, never reconciled by this bundle's operator"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NexoSchemaValidation struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec   NexoSchemaValidationSpec `json:"spec"`
-	Status Status                   `json:"status,omitempty"`
+	// +kubebuilder:default={support: SchemaOnly}
+	Status SchemaOnlyStatus `json:"status,omitempty"`
 }
 
 // +kubebuilder:object:root=true

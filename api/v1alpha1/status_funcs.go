@@ -65,19 +65,19 @@ func (o *NexoAuditLog) NexoStatus() *Status { return &o.Status }
 func (o *NexoAccessLog) NexoStatus() *Status { return &o.Status }
 
 // NexoStatus returns the common status of the NexoConnectionPipeline.
-func (o *NexoConnectionPipeline) NexoStatus() *Status { return &o.Status }
+func (o *NexoConnectionPipeline) NexoStatus() *Status { return &o.Status.Status }
 
 // NexoStatus returns the common status of the NexoQueryGuard.
-func (o *NexoQueryGuard) NexoStatus() *Status { return &o.Status }
+func (o *NexoQueryGuard) NexoStatus() *Status { return &o.Status.Status }
 
 // NexoStatus returns the common status of the NexoFieldEncryption.
-func (o *NexoFieldEncryption) NexoStatus() *Status { return &o.Status }
+func (o *NexoFieldEncryption) NexoStatus() *Status { return &o.Status.Status }
 
 // NexoStatus returns the common status of the NexoResultCache.
-func (o *NexoResultCache) NexoStatus() *Status { return &o.Status }
+func (o *NexoResultCache) NexoStatus() *Status { return &o.Status.Status }
 
 // NexoStatus returns the common status of the NexoShadowTraffic.
-func (o *NexoShadowTraffic) NexoStatus() *Status { return &o.Status }
+func (o *NexoShadowTraffic) NexoStatus() *Status { return &o.Status.Status }
 
 // NexoStatus returns the common status of the NexoSchemaValidation.
-func (o *NexoSchemaValidation) NexoStatus() *Status { return &o.Status }
+func (o *NexoSchemaValidation) NexoStatus() *Status { return &o.Status.Status }
