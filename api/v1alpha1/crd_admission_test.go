@@ -234,10 +234,12 @@ var invalidObjects = []invalid{
 
 	{"NexoTracing", `{"spec":{"endpoint":"otel:4317"}}`, "endpoint must be an http:// or https:// URL"},
 	{"NexoTracing", `{"spec":{"protocol":"thrift"}}`, `Unsupported value: "thrift"`},
+	{"NexoTracing", `{"spec":{"endpoint":"https://user:s3cret@otel.example.com:4318"}}`, "endpoint must not carry credentials"},
 
 	{"NexoAuditLog", `{"spec":{"sink":{"type":"Webhook"}}}`, "sink.url is required when sink.type is Webhook"},
 	{"NexoAuditLog", `{"spec":{"sink":{"type":"Webhook","url":"http://audit.example.com"}}}`, "sink.url must be an https:// URL"},
 	{"NexoAuditLog", `{"spec":{"commandClasses":[]}}`, "should have at least 1 items"},
+	{"NexoAuditLog", `{"spec":{"sink":{"type":"Webhook","url":"https://token@audit.example.com/hook"}}}`, "sink.url must not carry credentials"},
 	{"NexoAuditLog", `{"spec":{"commandClasses":["Everything"]}}`, `Unsupported value: "Everything"`},
 
 	{"NexoAccessLog", `{"spec":{"format":"XML"}}`, `Unsupported value: "XML"`},

@@ -26,6 +26,7 @@ type AuditSink struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && self.startsWith('https://')",message="sink.url must be an https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="sink.url must not carry credentials (user:password@): put the token in a Secret and name it in authSecretRef"
 	URL string `json:"url,omitempty"`
 
 	// authSecretRef names a Secret whose token key is sent as a bearer token to the webhook.

@@ -7,6 +7,7 @@ type NexoTracingSpec struct {
 	// endpoint of the OTLP collector, an http or https URL.
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('http://') || self.startsWith('https://'))",message="endpoint must be an http:// or https:// URL, for example http://otel-collector.observability:4317"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-zA-Z][a-zA-Z0-9+.-]*://[^/?#]*@')",message="endpoint must not carry credentials (user:password@): put them in a Secret and name it in headersSecretRef"
 	Endpoint string `json:"endpoint"`
 
 	// protocol of the OTLP exporter.
