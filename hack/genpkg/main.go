@@ -188,6 +188,9 @@ func crdFiles() ([]string, error) {
 	return files, err
 }
 
+// chartLabels is the chart's label block (templates/_helpers.tpl), under a metadata.labels: line.
+const chartLabels = "    {{- include \"nexo.labels\" . | nindent 4 }}\n"
+
 func chart() error {
 	files, err := crdFiles()
 	if err != nil {
@@ -208,7 +211,12 @@ func chart() error {
 		if bytes.Contains(raw, []byte("{{")) {
 			return fmt.Errorf("%s contains '{{', which Helm would read as a template", f)
 		}
-		body := generatedHeader + "{{- if .Values.crds.install }}\n" + strings.TrimPrefix(string(raw), "---\n") + "{{- end }}\n"
+		crd := strings.TrimPrefix(string(raw), "---\n")
+		if !strings.Contains(crd, "\n  labels:\n") {
+			return fmt.Errorf("%s has no metadata.labels (hack/crdmeta stamps them)", f)
+		}
+		crd = strings.Replace(crd, "\n  labels:\n", "\n  labels:\n"+chartLabels, 1)
+		body := generatedHeader + "{{- if .Values.crds.install }}\n" + crd + "{{- end }}\n"
 		if err := os.WriteFile(filepath.Join(crdOut, filepath.Base(f)), []byte(body), 0o644); err != nil {
 			return err
 		}
@@ -272,8 +280,14 @@ rules:
 	if !bytes.Contains(policy, []byte(managerUser)) || bytes.Contains(policy, []byte("{{")) {
 		return fmt.Errorf("config/admission/managed-objects.yaml must name %s and contain no '{{'", managerUser)
 	}
+	// The chart's own labels replace the kustomize source's part-of label (they include it).
+	const partOf = "\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\n"
+	if strings.Count(string(policy), partOf) != 2 {
+		return fmt.Errorf("config/admission/managed-objects.yaml: want both objects labelled exactly app.kubernetes.io/part-of: nexo-edge")
+	}
+	vapBody := strings.ReplaceAll(string(policy), partOf, "\n  labels:\n"+chartLabels)
 	vap := generatedHeader + "{{- if .Values.admissionPolicy.enabled }}\n" +
-		strings.ReplaceAll(string(policy), managerUser, "system:serviceaccount:{{ .Release.Namespace }}:nexo-manager") + "{{- end }}\n"
+		strings.ReplaceAll(vapBody, managerUser, "system:serviceaccount:{{ .Release.Namespace }}:nexo-manager") + "{{- end }}\n"
 	if err := os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644); err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/manifest"
 )
 
 var chartDir = filepath.Join(testcluster.RepoRoot(), "charts", "nexo-edge")
@@ -231,5 +232,97 @@ func TestKustomizeNamespacedGrantsOnlyRoleBindings(t *testing.T) {
 	}
 	if !policy {
 		t.Error("the admission policy is not part of the kustomize install")
+	}
+}
+
+// TestChartAsCertManagerUsersExpectIt renders the chart with every user-facing knob set, the
+// way the Helm CLI does, and checks what each must produce.
+func TestChartAsCertManagerUsersExpectIt(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+global: {imageRegistry: mirror.example.com}
+commonLabels: {team: edge}
+imagePullSecrets: [{name: regcred}, legacy-name]
+manager:
+  controlPlaneURL: https://cp.example.invalid
+  priorityClassName: system-cluster-critical
+  extraArgs: ["--log-heartbeats"]
+  extraEnv: [{name: HTTPS_PROXY, value: "http://proxy.example:3128"}]
+  serviceAccount: {annotations: {iam.example.com/role: nexo-manager}}
+operator:
+  replicas: 2
+  affinity: {podAntiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app.kubernetes.io/name: nexo-operator}}}}]}}
+  topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app.kubernetes.io/name: nexo-operator}}}]
+  podLabels: {sidecar.example.com/inject: "false"}
+  podAnnotations: {example.com/scrape: "true"}
+  podDisruptionBudget: {enabled: true}
+networkPolicy: {enabled: true}
+metrics: {serviceMonitor: {enabled: true}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-n", "nexo-system", "--kube-version", "1.37.0", "-f", values)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, out)
+	}
+	objs, err := manifest.Read(strings.NewReader(out), "helm template")
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(kind, name string) *unstructured.Unstructured {
+		for _, o := range objs {
+			if o.GetKind() == kind && o.GetName() == name {
+				return o
+			}
+		}
+		t.Fatalf("no %s %s rendered", kind, name)
+		return nil
+	}
+	for _, o := range objs {
+		l := o.GetLabels()
+		for _, k := range []string{"app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "app.kubernetes.io/version"} {
+			if l[k] == "" {
+				t.Errorf("%s %s has no %s label", o.GetKind(), o.GetName(), k)
+			}
+		}
+		if l["team"] != "edge" {
+			t.Errorf("%s %s lacks commonLabels", o.GetKind(), o.GetName())
+		}
+	}
+	op := find("Deployment", "nexo-operator")
+	pod, _, _ := unstructured.NestedMap(op.Object, "spec", "template", "spec")
+	if pod["affinity"] == nil || pod["topologySpreadConstraints"] == nil {
+		t.Errorf("operator pod spec without affinity or topology spread: %v", pod)
+	}
+	if secrets := fmt.Sprint(pod["imagePullSecrets"]); !strings.Contains(secrets, "name:regcred") || !strings.Contains(secrets, "name:legacy-name") {
+		t.Errorf("imagePullSecrets %s", secrets)
+	}
+	if l, _, _ := unstructured.NestedStringMap(op.Object, "spec", "template", "metadata", "labels"); l["sidecar.example.com/inject"] != "false" {
+		t.Errorf("podLabels missing: %v", l)
+	}
+	if a, _, _ := unstructured.NestedStringMap(op.Object, "spec", "template", "metadata", "annotations"); a["example.com/scrape"] != "true" {
+		t.Errorf("podAnnotations missing: %v", a)
+	}
+	mgr := find("Deployment", "nexo-manager")
+	mpod, _, _ := unstructured.NestedMap(mgr.Object, "spec", "template", "spec")
+	if mpod["priorityClassName"] != "system-cluster-critical" {
+		t.Errorf("manager priorityClassName %v", mpod["priorityClassName"])
+	}
+	c := fmt.Sprint(mpod["containers"])
+	if !strings.Contains(c, "--log-heartbeats") || !strings.Contains(c, "HTTPS_PROXY") {
+		t.Errorf("manager extraArgs/extraEnv missing: %s", c)
+	}
+	if a := find("ServiceAccount", "nexo-manager").GetAnnotations(); a["iam.example.com/role"] != "nexo-manager" {
+		t.Errorf("ServiceAccount annotations %v", a)
+	}
+	find("PodDisruptionBudget", "nexo-operator")
+	if types, _, _ := unstructured.NestedStringSlice(find("NetworkPolicy", "nexo-edge").Object, "spec", "policyTypes"); !slices.Contains(types, "Egress") {
+		t.Errorf("the NetworkPolicy does not restrict egress: %v", types)
+	}
+
+	// Two operators without leader election would both write: a template error says so.
+	if out, err := helmCLI(t, "template", "nexo-edge", chartDir, "--set", "manager.controlPlaneURL=https://cp.example.invalid",
+		"--set", "operator.replicas=2", "--set", "operator.leaderElect=false", "--kube-version", "1.37.0"); err == nil || !strings.Contains(out, "operator.replicas > 1 needs operator.leaderElect=true") {
+		t.Errorf("replicas=2 without leader election: %v\n%s", err, out)
 	}
 }

@@ -1,10 +1,51 @@
-{{/* Common labels. */}}
-{{- define "nexo.labels" -}}
+{{/* The labels every object carries, besides app.kubernetes.io/name. */}}
+{{- define "nexo.baseLabels" -}}
 app.kubernetes.io/part-of: nexo-edge
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels of an object that belongs to the whole release. */}}
+{{- define "nexo.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+{{ include "nexo.baseLabels" . }}
+{{- end -}}
+
+{{/* Labels of an object of one component: (list $ "nexo-operator"). The name label is also the
+     Deployments' selector, so it never changes. */}}
+{{- define "nexo.componentLabels" -}}
+app.kubernetes.io/name: {{ index . 1 }}
+app.kubernetes.io/component: {{ trimPrefix "nexo-" (index . 1) }}
+{{ include "nexo.baseLabels" (index . 0) }}
+{{- end -}}
+
+{{/* Scheduling and pod extras of a component's pod spec (nodeSelector, tolerations, affinity,
+     topologySpreadConstraints, priorityClassName). */}}
+{{- define "nexo.scheduling" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
 {{- end -}}
 
 {{/* Image reference: a digest wins over the tag. */}}
@@ -34,11 +75,12 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
+{{/* imagePullSecrets as Kubernetes has them ([{name: x}]); plain names are accepted too. */}}
 {{- define "nexo.imagePullSecrets" -}}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
 {{- range . }}
-- name: {{ . }}
+- name: {{ if kindIs "string" . }}{{ . }}{{ else }}{{ .name }}{{ end }}
 {{- end }}
 {{- end }}
 {{- end -}}
