@@ -23,7 +23,7 @@ type NexoConnectionPipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   NexoConnectionPipelineSpec `json:"spec"`
+	Spec NexoConnectionPipelineSpec `json:"spec"`
 	// +kubebuilder:default={support: SchemaOnly}
 	Status SchemaOnlyStatus `json:"status,omitempty"`
 }

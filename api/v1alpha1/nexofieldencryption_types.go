@@ -38,7 +38,7 @@ type NexoFieldEncryption struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   NexoFieldEncryptionSpec `json:"spec"`
+	Spec NexoFieldEncryptionSpec `json:"spec"`
 	// +kubebuilder:default={support: SchemaOnly}
 	Status SchemaOnlyStatus `json:"status,omitempty"`
 }

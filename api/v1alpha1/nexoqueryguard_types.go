@@ -34,7 +34,7 @@ type NexoQueryGuard struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   NexoQueryGuardSpec `json:"spec"`
+	Spec NexoQueryGuardSpec `json:"spec"`
 	// +kubebuilder:default={support: SchemaOnly}
 	Status SchemaOnlyStatus `json:"status,omitempty"`
 }

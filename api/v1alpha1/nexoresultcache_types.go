@@ -31,7 +31,7 @@ type NexoResultCache struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   NexoResultCacheSpec `json:"spec"`
+	Spec NexoResultCacheSpec `json:"spec"`
 	// +kubebuilder:default={support: SchemaOnly}
 	Status SchemaOnlyStatus `json:"status,omitempty"`
 }

@@ -42,7 +42,7 @@ type NexoSchemaValidation struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   NexoSchemaValidationSpec `json:"spec"`
+	Spec NexoSchemaValidationSpec `json:"spec"`
 	// +kubebuilder:default={support: SchemaOnly}
 	Status SchemaOnlyStatus `json:"status,omitempty"`
 }

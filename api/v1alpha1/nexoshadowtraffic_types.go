@@ -33,7 +33,7 @@ type NexoShadowTraffic struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   NexoShadowTrafficSpec `json:"spec"`
+	Spec NexoShadowTrafficSpec `json:"spec"`
 	// +kubebuilder:default={support: SchemaOnly}
 	Status SchemaOnlyStatus `json:"status,omitempty"`
 }

@@ -176,7 +176,49 @@ func writeKustomizeRBAC(r operatorRules) error {
 	body := generatedHeader + "# The operator's roles, split from config/rbac/generated (docs/rbac.md). nexo-operator-secret-copies\n" +
 		"# is bound by a RoleBinding in each namespace where proxies may receive pull-Secret copies; never cluster-wide.\n" +
 		strings.Join(parts, "---\n")
-	return os.WriteFile("config/rbac/role.yaml", []byte(body), 0o644)
+	if err := os.WriteFile("config/rbac/role.yaml", []byte(body), 0o644); err != nil {
+		return err
+	}
+	agg, err := aggregatedRolesYAML(func(role string) string { return "nexo-edge-" + role }, "    app.kubernetes.io/part-of: nexo-edge\n")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile("config/rbac/aggregate_roles.yaml", []byte(generatedHeader+"# Rights on the nexo.io kinds for the built-in view, edit and admin ClusterRoles (docs/rbac.md).\n"+agg), 0o644)
+}
+
+// aggregatedRules are the rules on every nexo.io kind that the built-in view, edit and admin
+// ClusterRoles aggregate, as cert-manager ships them: namespace teams bound to edit or view can
+// use Nexo objects. Managed objects stay Manager-only through the admission policy.
+func aggregatedRules() map[string][]rbacv1.PolicyRule {
+	var plurals []string
+	for _, k := range catalog.Kinds {
+		plurals = append(plurals, k.Plural)
+	}
+	view := rbacv1.PolicyRule{APIGroups: []string{catalog.Group}, Resources: plurals, Verbs: []string{"get", "list", "watch"}}
+	edit := rbacv1.PolicyRule{APIGroups: []string{catalog.Group}, Resources: plurals, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}}
+	return map[string][]rbacv1.PolicyRule{"view": {view}, "edit": {view, edit}, "admin": {view, edit}}
+}
+
+// aggregatedRolesYAML renders the three aggregated ClusterRoles; nameSuffix and labels are
+// spliced in as given (templates for the chart).
+func aggregatedRolesYAML(name func(role string) string, labels string) (string, error) {
+	rules := aggregatedRules()
+	var parts []string
+	for _, role := range []string{"view", "edit", "admin"} {
+		body, err := yaml.Marshal(rules[role])
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: `+name(role)+`
+  labels:
+`+labels+`    rbac.authorization.k8s.io/aggregate-to-`+role+`: "true"
+rules:
+`+string(body))
+	}
+	return strings.Join(parts, "---\n"), nil
 }
 
 func crdFiles() ([]string, error) {
@@ -270,6 +312,15 @@ metadata:
 rules:
 ` + string(nsYAML)
 	if err := os.WriteFile(filepath.Join(chartDir, "templates", "operator-clusterrole.yaml"), []byte(role), 0o644); err != nil {
+		return err
+	}
+	agg, err := aggregatedRolesYAML(func(role string) string { return "nexo-edge-" + role + "-{{ .Release.Namespace }}" }, chartLabels)
+	if err != nil {
+		return err
+	}
+	agg = generatedHeader + "# Rights on the nexo.io kinds for the built-in view, edit and admin ClusterRoles (docs/rbac.md).\n" +
+		"{{- if .Values.aggregateClusterRoles }}\n" + agg + "{{- end }}\n"
+	if err := os.WriteFile(filepath.Join(chartDir, "templates", "aggregate-clusterroles.yaml"), []byte(agg), 0o644); err != nil {
 		return err
 	}
 	policy, err := os.ReadFile("config/admission/managed-objects.yaml")

@@ -23,6 +23,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,6 +197,10 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	if err := testinstall.WaitCRDsServed(ctx, cluster.Config, len(catalog.Kinds), time.Minute); err != nil {
 		t.Fatal(err)
 	}
+
+	// Namespace teams bound to the built-in edit and view roles can use the Nexo kinds (the
+	// chart's aggregated ClusterRoles; kube-controller-manager aggregates them).
+	teamRoles(t)
 
 	// The customer's own license (a test license authority: the one thing a test cannot get
 	// from the Control Plane is a license signed by the vendor's key).
@@ -447,4 +452,51 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// teamRoles binds user team-shop to edit and user auditor to view in namespace team, then checks
+// as them: edit creates a NexoRateLimit, view lists but cannot create.
+func teamRoles(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}); err != nil {
+		t.Fatal(err)
+	}
+	for user, role := range map[string]string{"team-shop": "edit", "auditor": "view"} {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: "team"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+		if err := k8s.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) client.Client {
+		cfg, err := cluster.UserConfig(user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	editor, viewer := as("team-shop"), as("auditor")
+	rl := func() *nexov1alpha1.NexoRateLimit {
+		return &nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Name: "per-client", Namespace: "team"},
+			Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 50}}
+	}
+	poll(t, "an editor creates a NexoRateLimit", time.Minute, func() (bool, string) {
+		err := editor.Create(ctx, rl())
+		return err == nil, fmt.Sprint(err)
+	})
+	poll(t, "a viewer lists NexoRateLimits", time.Minute, func() (bool, string) {
+		err := viewer.List(ctx, &nexov1alpha1.NexoRateLimitList{}, client.InNamespace("team"))
+		return err == nil, fmt.Sprint(err)
+	})
+	obj := rl()
+	obj.Name = "by-viewer"
+	if err := viewer.Create(ctx, obj); !apierrors.IsForbidden(err) {
+		t.Errorf("a viewer created a NexoRateLimit: %v", err)
+	}
 }
