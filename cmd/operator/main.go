@@ -17,7 +17,9 @@ import (
 func main() {
 	var cfg operator.Config
 	var watch, licenseKeys string
-	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; 0 disables it")
+	flag.BoolVar(&cfg.MetricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers authenticated and authorized by the API server (GET /metrics); false serves plain HTTP to anyone")
+	flag.StringVar(&cfg.MetricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics server (default: a self-signed certificate)")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so several replicas can run")

@@ -447,6 +447,14 @@ func bundle() error {
 	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-secret-copies_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(copiesRole), 0o644); err != nil {
 		return err
 	}
+	// Shipped unbound too: whoever scrapes the operator's authenticated metrics gets it bound.
+	readerRole, err := roleYAML("ClusterRole", "nexo-operator-metrics-reader", "", []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}})
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(readerRole), 0o644); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(manifests, packageName+".clusterserviceversion.yaml"), out, 0o644); err != nil {
 		return err
 	}
@@ -627,6 +635,11 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	c.Env = append(c.Env, corev1EnvFromAnnotation("WATCH_NAMESPACES", "metadata.annotations['olm.targetNamespaces']"))
 	// A bundle cannot carry the admission policy; the operator applies it (docs/security.md).
 	c.Args = append(c.Args, "--ensure-admission-policy")
+	// Authenticated metrics: TokenReview and SubjectAccessReview (config/rbac/metrics_auth.yaml).
+	metricsAuth, err := rulesOf("config/rbac/metrics_auth.yaml", "ClusterRole")
+	if err != nil {
+		return nil, err
+	}
 	mgrDep, err := deployment("config/agent/agent.yaml")
 	if err != nil {
 		return nil, err
@@ -749,7 +762,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 					ClusterPermissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
 						// The Secret writes (pull-Secret copies) are not here: OLM would grant them cluster-wide.
 						// The bundle ships the nexo-operator-secret-copies ClusterRole for an admin to bind per namespace.
-						{ServiceAccountName: "nexo-operator", Rules: append(slices.Clone(rules.workload), admissionPolicyRules...)},
+						{ServiceAccountName: "nexo-operator", Rules: append(append(slices.Clone(rules.workload), admissionPolicyRules...), metricsAuth...)},
 						{ServiceAccountName: "nexo-manager", Rules: mgrCluster},
 					},
 					Permissions: []operatorsv1alpha1.StrategyDeploymentPermissions{

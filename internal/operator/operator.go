@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -31,6 +32,11 @@ import (
 // Config is the operator's configuration (one field per flag).
 type Config struct {
 	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS (a self-signed certificate unless MetricsCertDir
+	// has tls.crt and tls.key) to callers the API server authenticates (TokenReview) and
+	// authorizes for GET /metrics (SubjectAccessReview), as kubebuilder scaffolds it.
+	MetricsSecure  bool
+	MetricsCertDir string
 	ProbeAddr   string
 	// PprofAddr serves net/http/pprof when set (for profiling; off by default).
 	PprofAddr         string
@@ -53,6 +59,16 @@ type Config struct {
 	// EnsureAdmissionPolicy makes the operator apply the managed-objects admission policy
 	// (config/admission) at start, for installs that cannot ship it themselves (OLM).
 	EnsureAdmissionPolicy bool
+}
+
+// metricsOptions: plain HTTP only when asked for (--metrics-secure=false).
+func metricsOptions(cfg Config) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: cfg.MetricsAddr}
+	if cfg.MetricsSecure {
+		o.SecureServing, o.CertDir = true, cfg.MetricsCertDir
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
 
 // Scheme holds the built-in kinds and the nexo.io kinds.
@@ -119,7 +135,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                  Scheme(),
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		Metrics:                 metricsOptions(cfg),
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		PprofBindAddress:        cfg.PprofAddr,
 		MapperProvider:          newRESTMapper,

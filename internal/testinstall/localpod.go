@@ -36,6 +36,8 @@ import (
 type LocalPod struct {
 	// ProbeURL is the health-probe server (http://127.0.0.1:PORT), when the container has one.
 	ProbeURL string
+	// MetricsAddr is the metrics server's address (127.0.0.1:PORT), when the container has one.
+	MetricsAddr string
 	// LogPath is the process's combined output.
 	LogPath string
 	// Args are the arguments the process was started with.
@@ -168,7 +170,8 @@ func RunDeployment(ctx context.Context, admin *rest.Config, ns, name string, opt
 	}
 	if has("--metrics-bind-address") {
 		port, _ := testcluster.FreePort()
-		args = append(args, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", port))
+		p.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", port)
+		args = append(args, "--metrics-bind-address="+p.MetricsAddr)
 	}
 	if has("--health-probe-bind-address") {
 		port, _ := testcluster.FreePort()

@@ -8,6 +8,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -239,6 +240,8 @@ func TestHostedPathEndToEnd(t *testing.T) {
 			t.Logf("operator log:\n%s\nManager log:\n%s\nControl Plane log:\n%s", tail(op.Logs(), 40), tail(mgr.Logs(), 40), tail(cpLog.String(), 20))
 		}
 	})
+
+	operatorMetrics(t, op.MetricsAddr)
 
 	admin := controlplane.AdminClient{URL: cpURL, Token: "e2e-admin-token-0123456789"}
 	view := func() controlplane.EnvironmentView {
@@ -499,4 +502,56 @@ func teamRoles(t *testing.T) {
 	if err := viewer.Create(ctx, obj); !apierrors.IsForbidden(err) {
 		t.Errorf("a viewer created a NexoRateLimit: %v", err)
 	}
+}
+
+// operatorMetrics: the operator's /metrics (as the chart configures it) answers only callers the
+// API server authenticates and authorizes: no token 401, a ServiceAccount without the reader
+// role 403, one bound to nexo-operator-metrics-reader 200.
+func operatorMetrics(t *testing.T, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}); err != nil {
+		t.Fatal(err)
+	}
+	tokenOf := func(sa string) string {
+		if err := k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: "monitoring"}}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := cluster.ServiceAccountConfig(ctx, "monitoring", sa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.BearerToken
+	}
+	stranger, prometheus := tokenOf("stranger"), tokenOf("prometheus")
+	if err := k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-nexo-metrics"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "nexo-operator-metrics-reader-" + testinstall.Namespace},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: "monitoring"}}}); err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed
+	get := func(token string) (int, string) {
+		req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b := new(bytes.Buffer)
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, _ := get(""); code != http.StatusUnauthorized {
+		t.Errorf("/metrics without a token: %d, want 401", code)
+	}
+	if code, _ := get(stranger); code != http.StatusForbidden {
+		t.Errorf("/metrics as a ServiceAccount without the reader role: %d, want 403", code)
+	}
+	poll(t, "Prometheus's ServiceAccount reads /metrics", 30*time.Second, func() (bool, string) {
+		code, body := get(prometheus)
+		return code == http.StatusOK && strings.Contains(body, "controller_runtime_reconcile_total"), fmt.Sprint(code)
+	})
 }

@@ -6,6 +6,7 @@ package packaging_test
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,9 +110,16 @@ func loadBundle(t *testing.T, dir string) *manifests.Bundle {
 			}
 			b.V1CRDs = append(b.V1CRDs, crd)
 		case "ClusterRole":
-			// nexo-operator-secret-copies, shipped unbound (a kind OLM bundles may carry); it must
-			// hold only the Secret writes that the CSV leaves out.
-			if u.GetName() != "nexo-operator-secret-copies" {
+			// Shipped unbound (a kind OLM bundles may carry): nexo-operator-secret-copies holds
+			// only the Secret writes that the CSV leaves out; nexo-operator-metrics-reader only
+			// GET /metrics, for whoever scrapes the operator.
+			switch u.GetName() {
+			case "nexo-operator-secret-copies":
+			case "nexo-operator-metrics-reader":
+				if rules, _, _ := unstructured.NestedSlice(u.Object, "rules"); len(rules) != 1 || fmt.Sprint(rules) != "[map[nonResourceURLs:[/metrics] verbs:[get]]]" {
+					t.Errorf("metrics-reader rules %v", rules)
+				}
+			default:
 				t.Errorf("unexpected ClusterRole %s in bundle manifests", u.GetName())
 			}
 		default:
