@@ -37,7 +37,7 @@ type Config struct {
 	// authorizes for GET /metrics (SubjectAccessReview), as kubebuilder scaffolds it.
 	MetricsSecure  bool
 	MetricsCertDir string
-	ProbeAddr   string
+	ProbeAddr      string
 	// PprofAddr serves net/http/pprof when set (for profiling; off by default).
 	PprofAddr         string
 	LeaderElect       bool

@@ -8,9 +8,9 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net/http"
