@@ -9,7 +9,7 @@ LABEL operators.operatorframework.io.bundle.channels.v1=candidate-v0.2
 LABEL operators.operatorframework.io.bundle.channel.default.v1=candidate-v0.2
 LABEL operators.operatorframework.io.test.mediatype.v1=scorecard+v1
 LABEL operators.operatorframework.io.test.config.v1=tests/scorecard/
-LABEL com.redhat.openshift.versions=v4.14
+LABEL com.redhat.openshift.versions=v4.15
 
 COPY bundle/manifests /manifests/
 COPY bundle/metadata /metadata/

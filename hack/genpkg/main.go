@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/blang/semver/v4"
@@ -21,6 +22,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -467,7 +469,7 @@ func bundle() error {
   operators.operatorframework.io.bundle.channel.default.v1: ` + channel + `
   operators.operatorframework.io.test.mediatype.v1: scorecard+v1
   operators.operatorframework.io.test.config.v1: tests/scorecard/
-  com.redhat.openshift.versions: v4.14
+  com.redhat.openshift.versions: ` + openShiftVersions() + `
 `
 	if err := os.WriteFile(filepath.Join(metadata, "annotations.yaml"), []byte(annotations), 0o644); err != nil {
 		return err
@@ -493,18 +495,47 @@ func bundle() error {
 	if err := os.WriteFile("bundle.Dockerfile", []byte(df), 0o644); err != nil {
 		return err
 	}
-	return olmCatalog()
+	return olmCatalog(csv)
+}
+
+// csvMetadata is the value of a catalog's olm.csv.metadata property (operator-registry's
+// property.CSVMetadata; that module is not used here).
+type csvMetadata struct {
+	Annotations     map[string]string                           `json:"annotations,omitempty"`
+	CRDDescriptions operatorsv1alpha1.CustomResourceDefinitions `json:"crdDescriptions,omitempty"`
+	Description     string                                      `json:"description,omitempty"`
+	DisplayName     string                                      `json:"displayName,omitempty"`
+	InstallModes    []operatorsv1alpha1.InstallMode             `json:"installModes,omitempty"`
+	Keywords        []string                                    `json:"keywords,omitempty"`
+	Labels          map[string]string                           `json:"labels,omitempty"`
+	Links           []operatorsv1alpha1.AppLink                 `json:"links,omitempty"`
+	Maintainers     []operatorsv1alpha1.Maintainer              `json:"maintainers,omitempty"`
+	Maturity        string                                      `json:"maturity,omitempty"`
+	MinKubeVersion  string                                      `json:"minKubeVersion,omitempty"`
+	Provider        operatorsv1alpha1.AppLink                   `json:"provider,omitempty"`
 }
 
 // olmCatalog writes the file-based catalog (olm.package, olm.channel, olm.bundle) for the package
 // and the manifests an OpenShift or OLM user applies to subscribe.
-func olmCatalog() error {
+func olmCatalog(csv *operatorsv1alpha1.ClusterServiceVersion) error {
 	bundleImage := "ghcr.io/nexo-io/nexo-operator-bundle:v" + catalog.BuildVersion
 	csvName := packageName + ".v" + catalog.BuildVersion
 	var gvks strings.Builder
 	for _, k := range catalog.Kinds {
 		fmt.Fprintf(&gvks, "- type: olm.gvk\n  value:\n    group: %s\n    kind: %s\n    version: %s\n", catalog.Group, k.Kind, catalog.Version)
 	}
+	// olm.csv.metadata, as a catalog renderer (opm render) writes it: what OperatorHub shows on
+	// the tile and the details page without pulling the bundle image.
+	meta, err := yaml.Marshal([]map[string]any{{"type": "olm.csv.metadata", "value": csvMetadata{
+		Annotations: csv.Annotations, CRDDescriptions: csv.Spec.CustomResourceDefinitions, Description: csv.Spec.Description,
+		DisplayName: csv.Spec.DisplayName, InstallModes: csv.Spec.InstallModes, Keywords: csv.Spec.Keywords, Labels: csv.Labels,
+		Links: csv.Spec.Links, Maintainers: csv.Spec.Maintainers, Maturity: csv.Spec.Maturity, MinKubeVersion: csv.Spec.MinKubeVersion,
+		Provider: csv.Spec.Provider,
+	}}})
+	if err != nil {
+		return err
+	}
+	csvMeta := string(meta)
 	fbc := generatedHeader + `---
 schema: olm.package
 name: ` + packageName + `
@@ -528,7 +559,7 @@ properties:
   value:
     packageName: ` + packageName + `
     version: ` + catalog.BuildVersion + `
-` + gvks.String()
+` + gvks.String() + csvMeta
 	if err := os.MkdirAll("olm/catalog/"+packageName, 0o755); err != nil {
 		return err
 	}
@@ -703,6 +734,17 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 				{Path: "conditions", DisplayName: "Conditions", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes.conditions"}},
 			}
 		}
+		if len(d.SpecDescriptors) == 0 {
+			// Every other kind: one descriptor per top-level spec field, from its CRD schema.
+			if d.SpecDescriptors, err = specDescriptors(k); err != nil {
+				return nil, err
+			}
+		}
+		if len(d.StatusDescriptors) == 0 && k.Support == catalog.Reconciled {
+			d.StatusDescriptors = []operatorsv1alpha1.StatusDescriptor{
+				{Path: "conditions", DisplayName: "Conditions", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes.conditions"}},
+			}
+		}
 		owned = append(owned, d)
 	}
 	csv := &operatorsv1alpha1.ClusterServiceVersion{
@@ -720,9 +762,9 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 				"support":        "Nexo",
 				"operatorframework.io/suggested-namespace":         "nexo-system",
 				"operators.openshift.io/valid-subscription":        `["Nexo Edge subscription"]`,
-				"features.operators.openshift.io/disconnected":     "true",
+				"features.operators.openshift.io/disconnected":     strconv.FormatBool(allByDigest(relatedImages())),
 				"features.operators.openshift.io/fips-compliant":   "false",
-				"features.operators.openshift.io/proxy-aware":      "false",
+				"features.operators.openshift.io/proxy-aware":      "true", // the Manager honours HTTPS_PROXY/NO_PROXY (Go's http.ProxyFromEnvironment)
 				"features.operators.openshift.io/tls-profiles":     "false",
 				"features.operators.openshift.io/token-auth-aws":   "false",
 				"features.operators.openshift.io/token-auth-azure": "false",
@@ -772,11 +814,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 				},
 			},
 			CustomResourceDefinitions: operatorsv1alpha1.CustomResourceDefinitions{Owned: owned},
-			RelatedImages: []operatorsv1alpha1.RelatedImage{
-				{Name: "nexo-operator", Image: operatorImage},
-				{Name: "nexo-manager", Image: managerImage},
-				{Name: "nexo-proxy", Image: catalog.DefaultProxyImage},
-			},
+			RelatedImages:             relatedImages(),
 		},
 	}
 	return csv, nil
@@ -801,6 +839,84 @@ func almExamples() (string, error) {
 }
 
 // displayName splits NexoPIIMasking into "Nexo PII Masking".
+func relatedImages() []operatorsv1alpha1.RelatedImage {
+	return []operatorsv1alpha1.RelatedImage{
+		{Name: "nexo-operator", Image: operatorImage},
+		{Name: "nexo-manager", Image: managerImage},
+		{Name: "nexo-proxy", Image: catalog.DefaultProxyImage},
+	}
+}
+
+// allByDigest: OperatorHub's "disconnected" claim holds only when every image is pinned by
+// digest (a mirror copies digests; a tag can move).
+func allByDigest(images []operatorsv1alpha1.RelatedImage) bool {
+	for _, i := range images {
+		if !strings.Contains(i.Image, "@sha256:") {
+			return false
+		}
+	}
+	return len(images) > 0
+}
+
+// openShiftVersions is the oldest OpenShift whose Kubernetes meets minKubeVersion: OpenShift
+// 4.N runs Kubernetes 1.(N+13) (4.14 runs 1.27, 4.15 runs 1.28).
+func openShiftVersions() string {
+	v := semver.MustParse(minKubeVersion)
+	return fmt.Sprintf("v4.%d", v.Minor-13)
+}
+
+// specDescriptors describes each top-level spec field of a kind for the OperatorHub form, from
+// the CRD schema (its description's first sentence, a widget by type): one source, no drift.
+func specDescriptors(k catalog.Kind) ([]operatorsv1alpha1.SpecDescriptor, error) {
+	raw, err := os.ReadFile(filepath.Join("config", "crd", "bases", catalog.Group+"_"+k.Plural+".yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		return nil, err
+	}
+	var spec apiextensionsv1.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == catalog.Version && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+			spec = v.Schema.OpenAPIV3Schema.Properties["spec"]
+		}
+	}
+	names := make([]string, 0, len(spec.Properties))
+	for n := range spec.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []operatorsv1alpha1.SpecDescriptor
+	for _, n := range names {
+		p := spec.Properties[n]
+		desc := p.Description
+		if i := strings.Index(desc, ". "); i >= 0 {
+			desc = desc[:i+1]
+		}
+		desc = strings.ReplaceAll(desc, "\n", " ")
+		var x string
+		switch {
+		case strings.HasSuffix(n, "SecretRef"):
+			x = "urn:alm:descriptor:io.kubernetes:Secret"
+		case p.Type == "boolean":
+			x = "urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
+		case p.Type == "integer" || p.Type == "number":
+			x = "urn:alm:descriptor:com.tectonic.ui:number"
+		case p.Type == "string" && len(p.Enum) > 0:
+			x = "urn:alm:descriptor:com.tectonic.ui:select:" + strings.Trim(string(p.Enum[0].Raw), `"`)
+		case p.Type == "string":
+			x = "urn:alm:descriptor:com.tectonic.ui:text"
+		case p.Type == "array":
+			x = "urn:alm:descriptor:com.tectonic.ui:arrayFieldGroup:" + n
+		default:
+			x = "urn:alm:descriptor:com.tectonic.ui:fieldGroup:" + n
+		}
+		out = append(out, operatorsv1alpha1.SpecDescriptor{Path: n, DisplayName: displayName(strings.ToUpper(n[:1]) + n[1:]), Description: desc, XDescriptors: []string{x}})
+	}
+	return out, nil
+}
+
 func displayName(kind string) string {
 	var b strings.Builder
 	for i, r := range kind {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blang/semver/v4"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -181,5 +182,65 @@ func TestCSVTakesItsConfigurationFromTheSubscription(t *testing.T) {
 	// a related image (so mirroring for a disconnected install finds it).
 	if proxyImage != catalog.DefaultProxyImage || !related[proxyImage] {
 		t.Errorf("the Manager's NEXO_PROXY_IMAGE is %q (want %s, listed in relatedImages: %v)", proxyImage, catalog.DefaultProxyImage, related[proxyImage])
+	}
+}
+
+// TestBundleMeetsOperatorHubRequirements: what OperatorHub reads besides the validators.
+func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
+	root := testcluster.RepoRoot()
+	bundle := loadBundle(t, filepath.Join(root, "bundle"))
+	csv := bundle.CSV
+	for _, d := range csv.Spec.CustomResourceDefinitions.Owned {
+		if len(d.SpecDescriptors) == 0 {
+			t.Errorf("%s has no spec descriptors (the OperatorHub form would be empty)", d.Kind)
+		}
+	}
+	// OpenShift 4.N runs Kubernetes 1.(N+13): the oldest OpenShift named must meet minKubeVersion.
+	raw, err := os.ReadFile(filepath.Join(root, "bundle", "metadata", "annotations.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	min, err := semver.ParseTolerant(csv.Spec.MinKubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("com.redhat.openshift.versions: v4.%d", min.Minor-13); !strings.Contains(string(raw), want) {
+		t.Errorf("annotations.yaml does not say %q for minKubeVersion %s:\n%s", want, csv.Spec.MinKubeVersion, raw)
+	}
+	digests := true
+	for _, i := range csv.Spec.RelatedImages {
+		digests = digests && strings.Contains(i.Image, "@sha256:")
+	}
+	if got := csv.Annotations["features.operators.openshift.io/disconnected"]; got != fmt.Sprint(digests) {
+		t.Errorf("disconnected %q, but every related image by digest is %v", got, digests)
+	}
+	if csv.Annotations["features.operators.openshift.io/proxy-aware"] != "true" {
+		t.Error("the Manager honours HTTPS_PROXY: proxy-aware must be true")
+	}
+	// The file-based catalog's bundle entry carries the CSV metadata a renderer would write.
+	fbc, err := os.ReadFile(filepath.Join(root, "olm", "catalog", "nexo-operator", "catalog.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, doc := range strings.Split(string(fbc), "\n---\n") {
+		var entry struct {
+			Schema     string `json:"schema"`
+			Properties []struct {
+				Type  string         `json:"type"`
+				Value map[string]any `json:"value"`
+			} `json:"properties"`
+		}
+		if yaml.Unmarshal([]byte(doc), &entry) != nil || entry.Schema != "olm.bundle" {
+			continue
+		}
+		for _, p := range entry.Properties {
+			if p.Type == "olm.csv.metadata" {
+				found = p.Value["displayName"] == csv.Spec.DisplayName && p.Value["description"] == csv.Spec.Description && p.Value["crdDescriptions"] != nil
+			}
+		}
+	}
+	if !found {
+		t.Error("the olm.bundle entry has no olm.csv.metadata matching the CSV (displayName, description, crdDescriptions)")
 	}
 }
