@@ -266,6 +266,20 @@ func TestClusterPreflight(t *testing.T) {
 		}
 	}
 
+	// The pre-install checks as another identity (kubectl's --as): a user without rights is told
+	// what is missing.
+	out, _, code := run(t, "", "--kubeconfig", c.Kubeconfig, "preflight", "--pre", "--as", "nobody", "-o", "json")
+	var pre preflight.Report
+	if err := json.Unmarshal([]byte(out), &pre); err != nil || code != 1 {
+		t.Fatalf("preflight --pre --as nobody: exit %d, %v\n%s", code, err, out)
+	}
+	if res := findCheck(t, pre, "install-permissions"); res.Status != preflight.Error || !strings.Contains(strings.Join(res.Details, " "), "customresourcedefinitions") {
+		t.Errorf("install-permissions as nobody: %+v", res)
+	}
+	if _, _, code := run(t, "", "--kubeconfig", c.Kubeconfig, "preflight", "--pre"); code != 0 {
+		t.Errorf("preflight --pre as the admin: exit %d", code)
+	}
+
 	// A pipeline referencing a schema-only kind.
 	pipe := &unstructured.Unstructured{}
 	_ = yaml.Unmarshal([]byte("apiVersion: nexo.io/v1alpha1\nkind: NexoPipeline\nmetadata: {name: guarded, namespace: default}\nspec:\n  request:\n  - {kind: NexoQueryGuard, name: q}\n"), &pipe.Object)
