@@ -400,6 +400,11 @@ func checkAvailable(name string) func(context.Context, *Env) Outcome {
 		if d.Spec.Replicas != nil {
 			want = *d.Spec.Replicas
 		}
+		if want == 0 {
+			out := fail(fmt.Sprintf("%s is scaled to 0 replicas: nothing runs (kubectl -n %s scale deployment %s --replicas=1)", name, e.Namespace, name))
+			out.Final = true
+			return out
+		}
 		if d.Status.AvailableReplicas < want {
 			return fail(fmt.Sprintf("%d/%d replicas available", d.Status.AvailableReplicas, want))
 		}

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -264,6 +267,24 @@ func TestClusterPreflight(t *testing.T) {
 		if res := findCheck(t, r, desc); res.Status != preflight.OK {
 			t.Errorf("%s: %+v", desc, res)
 		}
+	}
+
+	// A Deployment scaled to zero is not available.
+	zero := int32(0)
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nexo-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	op := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: "nexo-system", Labels: map[string]string{"app.kubernetes.io/name": "nexo-operator"}},
+		Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "op"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "op"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "operator", Image: "ghcr.io/nexo-io/nexo-operator:0.2.0"}}}}}}
+	if err := k8s.Create(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if res := findCheck(t, report(), "operator-available"); res.Status != preflight.Error || !strings.Contains(res.Message, "scaled to 0 replicas") {
+		t.Errorf("an operator scaled to 0: %+v", res)
+	}
+	if err := k8s.Delete(ctx, op); err != nil {
+		t.Fatal(err)
 	}
 
 	// The pre-install checks as another identity (kubectl's --as): a user without rights is told

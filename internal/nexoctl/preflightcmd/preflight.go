@@ -3,6 +3,7 @@ package preflightcmd
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -75,19 +76,24 @@ Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could no
 
 // spinner shows, on a terminal, which check is being retried; nothing otherwise.
 func spinner(o *cliopts.Options) preflight.RunOptions {
-	if o.Output != cliopts.OutputText || !o.ErrIsTerminal() {
+	return spinnerTo(o.Err, o.Output == cliopts.OutputText && o.ErrIsTerminal())
+}
+
+// spinnerTo writes the spinner to w when on is true.
+func spinnerTo(w io.Writer, on bool) preflight.RunOptions {
+	if !on {
 		return preflight.RunOptions{}
 	}
 	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
 	n := 0
 	return preflight.RunOptions{
 		OnRetry: func(c preflight.Check) {
-			fmt.Fprintf(o.Err, "\r%c %s (retrying)\x1b[K", frames[n%len(frames)], c.Description)
+			fmt.Fprintf(w, "\r%c %s (retrying)\x1b[K", frames[n%len(frames)], c.Description)
 			n++
 		},
 		OnDone: func(preflight.Check) {
 			if n > 0 {
-				fmt.Fprint(o.Err, "\r\x1b[K")
+				fmt.Fprint(w, "\r\x1b[K")
 				n = 0
 			}
 		},
