@@ -73,7 +73,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	g := res.graph
 	proxyKey := client.ObjectKeyFromObject(proxy)
 	var children []*child
-	for _, cm := range render.ConfigMaps(g) {
+	for _, cm := range render.ConfigMaps(g, revision) {
 		existing := &corev1.ConfigMap{}
 		children = append(children, metadataChild(cm, existing, &r.configMaps,
 			func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
@@ -125,35 +125,49 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 		}
 	}
+	// Creates first: a name someone else holds (which the caches cannot show) is found by its
+	// create failing, before any child that exists is changed; the creates of this pass are
+	// then removed again. Updates of existing children (the Deployment's move to the new
+	// revision among them) come only once every child exists and is the proxy's.
 	var created []client.Object
 	for _, c := range children {
+		if c.found {
+			continue
+		}
 		id := childID{kindOf(c.desired), c.desired.GetName()}
 		// Hashed as rendered: Create replaces desired with the API server's defaulted answer.
 		content := render.ContentHash(c.desired)
-		if !c.found {
-			if err := controllerutil.SetControllerReference(proxy, c.desired, r.Scheme); err != nil {
-				return nil, nil, err
-			}
-			err := r.Create(ctx, c.desired, FieldOwner)
-			if err == nil {
-				created = append(created, c.desired)
-				c.cached = c.desired
-				r.versions.set(proxyKey, id, childVersion{c.version(c.desired), content})
-				continue
-			}
-			if !apierrors.IsAlreadyExists(err) {
-				return nil, nil, &applyError{"create", c.desired, err}
-			}
-			// The cache had not seen it yet, or it is someone else's: ask the API server.
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.full); err != nil {
-				return nil, nil, err
-			}
-			c.cached = c.full
-			if !metav1.IsControlledBy(c.full, proxy) {
-				r.rollback(ctx, created)
-				return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
-			}
+		if err := controllerutil.SetControllerReference(proxy, c.desired, r.Scheme); err != nil {
+			return nil, nil, err
 		}
+		err := r.Create(ctx, c.desired, FieldOwner)
+		if err == nil {
+			created = append(created, c.desired)
+			c.cached, c.found = c.desired, true
+			r.versions.set(proxyKey, id, childVersion{c.version(c.desired), content})
+			continue
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			r.rollback(ctx, created)
+			return nil, nil, &applyError{"create", c.desired, err}
+		}
+		// The cache had not seen it yet, or it is someone else's: ask the API server.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.desired), c.full); err != nil {
+			r.rollback(ctx, created)
+			return nil, nil, err
+		}
+		c.cached, c.found = c.full, true
+		if !metav1.IsControlledBy(c.full, proxy) {
+			r.rollback(ctx, created)
+			return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+		}
+	}
+	for _, c := range children {
+		if slices.Contains(created, c.desired) {
+			continue
+		}
+		id := childID{kindOf(c.desired), c.desired.GetName()}
+		content := render.ContentHash(c.desired)
 		want := childVersion{version: c.version(c.cached), content: content}
 		if r.versions.is(proxyKey, id, want) {
 			continue // unchanged since the operator wrote or compared it
@@ -185,6 +199,32 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		return nil, nil, err
 	}
 	return stateOf(depChild.cached), nil, nil
+}
+
+// pruneRevisions deletes the proxy's config ConfigMaps of revisions no ReplicaSet can use any
+// more: it runs once a rollout has completed (every replica on status.graphRevision), and keeps
+// that revision and status.previousRevision (the one old ReplicaSet the Deployment keeps,
+// render.RevisionHistoryLimit). The unrevisioned ConfigMaps of 0.1.x go too. Each delete is
+// conditional on the resourceVersion seen.
+func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha1.NexoProxy) error {
+	keep := map[string]bool{proxy.Status.GraphRevision: true, proxy.Status.PreviousRevision: true}
+	legacy := map[string]bool{proxy.Name + "-routing": true, proxy.Name + "-steps": true}
+	for _, m := range r.configMaps.list(func(m *ChildMeta) bool {
+		if m.Namespace != proxy.Namespace || m.Owner.UID != proxy.UID || m.Owner.Kind != "NexoProxy" || m.Deleting {
+			return false
+		}
+		rev := render.ConfigRevision(proxy.Name, m.Name)
+		return rev != "" && !keep[rev] || legacy[m.Name]
+	}) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}}
+		err := r.Delete(ctx, cm, client.Preconditions{ResourceVersion: &m.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return &applyError{"delete", cm, err}
+		}
+		logf.FromContext(ctx).V(1).Info("removed the config of an unused revision", "configMap", m.Name)
+		r.versions.forgetChild(client.ObjectKeyFromObject(proxy), childID{"ConfigMap", m.Name})
+	}
+	return nil
 }
 
 // pruneCopies deletes the proxy's pull-Secret copies whose source keep rejects. Copies are found

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +39,7 @@ const (
 	ReasonPassed             = "Passed"
 	ReasonAvailable          = "Available"
 	ReasonProgressing        = "Progressing"
+	ReasonRolloutStalled     = "RolloutStalled"
 	waitRequeue              = 30 * time.Second
 )
 
@@ -56,6 +58,8 @@ type ProxyReconciler struct {
 	KeysChanged       chan event.GenericEvent
 	// Workers is the number of concurrent reconciles (default 4).
 	Workers int
+	// Recorder emits Events on NexoProxies (nil: none).
+	Recorder events.EventRecorder
 
 	secrets  secretUsers
 	metrics  *proxyMetrics
@@ -158,6 +162,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := writeStatus(ctx, r.Client, before, proxy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.recordTransitions(before, proxy)
 	return result, nil
 }
 
@@ -221,9 +226,10 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 	}
 	setCondition(proxy, nexov1alpha1.ConditionLicensed, metav1.ConditionTrue, ReasonPassed, "licensed by NexoLicense "+res.license.Name)
 
-	// Apply the rendered workload.
+	// Apply the rendered workload. Every check above passed, and apply checks every child's
+	// name before its first write: a new revision is written whole or not at all.
 	revision := render.Revision(res.graph)
-	configHash := render.ConfigHash(render.ConfigData(res.graph), res.secrets)
+	configHash := render.ConfigHash(render.ConfigData(res.graph, revision), res.secrets)
 	applied, b, err := r.apply(ctx, proxy, res, configHash, revision)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -231,11 +237,28 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 	if b != nil {
 		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionWorkloadAvailable, b)
 	}
+	if old := proxy.Status.GraphRevision; old != "" && old != revision {
+		proxy.Status.PreviousRevision = old
+	}
 	proxy.Status.GraphRevision, proxy.Status.ConfigHash = revision, configHash
 
 	// Phase 4 and 5: WorkloadAvailable, Ready.
 	r.reportWorkload(proxy, applied)
+	if w := workloadOf(applied); w.stalled {
+		proxy.Status.Phase = nexov1alpha1.ProxyDegraded
+		msg := fmt.Sprintf("the rollout of graph revision %s made no progress within the profile's progressDeadlineSeconds (ProgressDeadlineExceeded): %d/%d replicas ready", revision, w.ready, w.replicas)
+		if proxy.Status.AvailableRevision != "" && proxy.Status.AvailableRevision != revision {
+			msg += "; the old pods keep serving graph revision " + proxy.Status.AvailableRevision
+		}
+		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRolloutStalled, msg)
+		return ctrl.Result{}, nil
+	}
 	if conditionTrue(proxy, nexov1alpha1.ConditionWorkloadAvailable) {
+		proxy.Status.AvailableRevision = revision
+		// Every replica runs this revision: config no ReplicaSet can use any more goes.
+		if err := r.pruneRevisions(ctx, proxy); err != nil {
+			return ctrl.Result{}, err
+		}
 		proxy.Status.Phase = nexov1alpha1.ProxyReady
 		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
 			fmt.Sprintf("serving graph revision %s with %d/%d replicas ready", revision, proxy.Status.ReadyReplicas, proxy.Status.Replicas))
@@ -264,8 +287,12 @@ func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProx
 	}
 	msg := b.message
 	switch {
-	case dep != nil && phase != nexov1alpha1.ConditionWorkloadAvailable:
-		r.reportWorkload(proxy, dep)
+	case dep != nil:
+		// A running workload keeps its last good revision (a conflict met while applying a new
+		// revision included: nothing of it was written).
+		if phase != nexov1alpha1.ConditionWorkloadAvailable {
+			r.reportWorkload(proxy, dep)
+		}
 		proxy.Status.Phase = nexov1alpha1.ProxyDegraded
 		msg = fmt.Sprintf("%s; the workload keeps running graph revision %s", b.message, proxy.Status.GraphRevision)
 	case b.wait:
@@ -285,8 +312,8 @@ func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProx
 
 // workload is what a proxy reports about its Deployment.
 type workload struct {
-	replicas, ready int32
-	available       bool
+	replicas, ready    int32
+	available, stalled bool
 }
 
 // workloadOf summarises a Deployment: available means current, fully updated and every replica
@@ -297,6 +324,7 @@ func workloadOf(dep *DeploymentState) workload {
 		replicas: want, ready: s.ReadyReplicas,
 		available: s.ObservedGeneration >= dep.Generation && s.UpdatedReplicas == want && s.ReadyReplicas == want &&
 			s.Available == want && s.Replicas == want,
+		stalled: s.ObservedGeneration >= dep.Generation && s.Stalled,
 	}
 }
 

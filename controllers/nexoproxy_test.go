@@ -118,8 +118,8 @@ func TestCompleteGraphBecomesReady(t *testing.T) {
 	}
 	ctx := context.Background()
 	children := []client.Object{
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: proxyName + "-routing"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: proxyName + "-steps"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: render.RoutingName(proxyName, p.Status.GraphRevision)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: render.StepsName(proxyName, p.Status.GraphRevision)}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: proxyName}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: proxyName + "-pull-nexo-registry"}},
 		d,
@@ -220,7 +220,7 @@ func TestTamperedManagedStepFailsStatic(t *testing.T) {
 		t.Fatalf("signed step not SignatureValid: %+v", rl.Status.Conditions)
 	}
 	cmBefore := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName + "-steps"}, cmBefore); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.StepsName(proxyName, good.Status.GraphRevision)}, cmBefore); err != nil {
 		t.Fatal(err)
 	}
 	rl.Spec.OperationsPerSecond = 999 // edited without re-signing
@@ -243,7 +243,7 @@ func TestTamperedManagedStepFailsStatic(t *testing.T) {
 		t.Errorf("Deployment now runs %s, want last good %s", d.Spec.Template.Annotations[render.GraphRevisionKey], good.Status.GraphRevision)
 	}
 	cmAfter := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName + "-steps"}, cmAfter); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.StepsName(proxyName, good.Status.GraphRevision)}, cmAfter); err != nil {
 		t.Fatal(err)
 	}
 	if cmAfter.Data["steps.json"] != cmBefore.Data["steps.json"] || strings.Contains(cmAfter.Data["steps.json"], "999") {
@@ -389,17 +389,31 @@ func TestDriftIsCorrected(t *testing.T) {
 	waitProxy(t, ns, 2*time.Minute, "Ready again", isReady)
 }
 
-// tamperChildren edits, behind the operator's back, what its caches do not hold: a ConfigMap's
-// data, the Deployment's pod template, and a label of the Deployment.
+// routingName is the name of the proxy's routing ConfigMap at its current revision.
+func routingName(t *testing.T, ns string) string {
+	t.Helper()
+	p := &nexov1alpha1.NexoProxy{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: proxyName}, p); err != nil || p.Status.GraphRevision == "" {
+		t.Fatalf("proxy revision: %v (%q)", err, p.Status.GraphRevision)
+	}
+	return render.RoutingName(proxyName, p.Status.GraphRevision)
+}
+
+// tamperChildren edits, behind the operator's back, what its caches do not hold: a ConfigMap
+// (immutable: the API server refuses the edit, so it is deleted instead), the Deployment's pod
+// template, and a label of the Deployment.
 func tamperChildren(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	cm := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.RoutingName(proxyName)}, cm); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: routingName(t, ns)}, cm); err != nil {
 		t.Fatal(err)
 	}
 	cm.Data["routing.json"] = `{"upstream":"evil:27017"}`
-	if err := k8s.Update(ctx, cm); err != nil {
+	if err := k8s.Update(ctx, cm); err == nil || !strings.Contains(err.Error(), "immutable") {
+		t.Fatalf("an edit of a revision's config was not refused as immutable: %v", err)
+	}
+	if err := k8s.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	d := deployment(t, ns)
@@ -415,9 +429,10 @@ func waitChildrenCorrected(t *testing.T, ns string) {
 	ctx := context.Background()
 	var cm corev1.ConfigMap
 	var d appsv1.Deployment
+	name := routingName(t, ns)
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.RoutingName(proxyName)}, &cm); err != nil {
-			return false, err
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+			return false, client.IgnoreNotFound(err) // deleted: recreated by the next pass
 		}
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName}, &d); err != nil {
 			return false, err
@@ -456,21 +471,22 @@ func TestDeletingProxyCollectsChildren(t *testing.T) {
 func TestUnownedSameNameObjectIsLeftAlone(t *testing.T) {
 	ns := "conflict"
 	ctx := context.Background()
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: proxyName + "-routing", Namespace: ns}, Data: map[string]string{"mine": "yes"}}
+	// Someone else's Secret where the proxy's pull-Secret copy would go.
+	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.PullSecretName(proxyName, "nexo-registry"), Namespace: ns}, Data: map[string][]byte{"mine": []byte("yes")}}
 	if err := k8s.Create(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
 	applyGraph(t, ns, validLicense(t), nil)
 	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(controllers.ReasonConflict))
-	if _, msg := readyReason(p); !strings.Contains(msg, "ConfigMap "+proxyName+"-routing") {
+	if _, msg := readyReason(p); !strings.Contains(msg, "Secret "+foreign.Name) {
 		t.Errorf("conflict message must name the object: %s", msg)
 	}
-	got := &corev1.ConfigMap{}
+	got := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), got); err != nil {
-		t.Fatalf("foreign ConfigMap gone: %v", err)
+		t.Fatalf("foreign Secret gone: %v", err)
 	}
-	if got.Data["mine"] != "yes" || len(got.Data) != 1 || len(got.OwnerReferences) != 0 || got.ResourceVersion != foreign.ResourceVersion {
-		t.Errorf("foreign ConfigMap was modified: %+v", got)
+	if string(got.Data["mine"]) != "yes" || len(got.Data) != 1 || len(got.OwnerReferences) != 0 || got.ResourceVersion != foreign.ResourceVersion {
+		t.Errorf("foreign Secret was modified: %+v", got.ObjectMeta)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a conflicting proxy was half-applied: Deployment exists (%v)", err)

@@ -19,5 +19,9 @@ package controllers
 // RoleBindings in the namespaces where copies are allowed, never cluster-wide (docs/rbac.md).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 //
+// Events on NexoProxies (phase changes, blocked reasons, conflicts, rollouts), in the proxies'
+// namespaces, through the events.k8s.io API (controller-runtime's recorder).
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//
 // Leader election (in the operator namespace; see config/rbac/leader_election_role.yaml) and
 // events are namespaced and granted separately.

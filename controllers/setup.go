@@ -51,7 +51,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error
 			err = (&ProxyReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				OperatorNamespace: opts.OperatorNamespace, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures,
-				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers,
+				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: mgr.GetEventRecorder("nexo-operator"),
 			}).SetupWithManager(ctx, mgr)
 		case "NexoLicense":
 			err = (&LicenseReconciler{

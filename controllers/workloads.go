@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
@@ -30,6 +31,8 @@ type DeploymentState struct {
 type ReplicaCounts struct {
 	ObservedGeneration                                  int64
 	Replicas, UpdatedReplicas, ReadyReplicas, Available int32
+	// Stalled: the Progressing condition is False with ProgressDeadlineExceeded.
+	Stalled bool
 }
 
 // GetObjectKind: a DeploymentState carries no type information (it is never serialized).
@@ -57,10 +60,20 @@ func stateOf(o client.Object) *DeploymentState {
 			LabelsHash: labelsHash(d.Labels),
 			Replicas:   want,
 			Status: ReplicaCounts{ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas,
-				UpdatedReplicas: s.UpdatedReplicas, ReadyReplicas: s.ReadyReplicas, Available: s.AvailableReplicas},
+				UpdatedReplicas: s.UpdatedReplicas, ReadyReplicas: s.ReadyReplicas, Available: s.AvailableReplicas, Stalled: stalled(s)},
 		}
 	}
 	return nil
+}
+
+// stalled reports a rollout the Deployment controller gave up on (ProgressDeadlineExceeded).
+func stalled(s appsv1.DeploymentStatus) bool {
+	for _, c := range s.Conditions {
+		if c.Type == appsv1.DeploymentProgressing {
+			return c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded"
+		}
+	}
+	return false
 }
 
 // TrimDeployment is the cache transform for the proxies' Deployments: it stores their

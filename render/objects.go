@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,11 +30,28 @@ const (
 	drainMarginSeconds  = 15
 )
 
-// RoutingName and StepsName are the ConfigMap names of a proxy.
-func RoutingName(proxy string) string { return proxy + "-routing" }
+// RoutingName and StepsName are the ConfigMap names of a proxy's graph revision: each revision's
+// config is its own immutable pair, which the pod template names, so pods of an older
+// ReplicaSet keep reading their revision's config until they are replaced.
+func RoutingName(proxy, revision string) string { return proxy + "-routing-" + revision }
 
-// StepsName is the steps ConfigMap name of a proxy.
-func StepsName(proxy string) string { return proxy + "-steps" }
+// StepsName is the steps ConfigMap name of a proxy's graph revision.
+func StepsName(proxy, revision string) string { return proxy + "-steps-" + revision }
+
+// ConfigRevision is the graph revision a config ConfigMap of proxy belongs to, from its name
+// ("" when the name is not one of the proxy's config ConfigMaps).
+func ConfigRevision(proxy, name string) string {
+	for _, prefix := range []string{proxy + "-routing-", proxy + "-steps-"} {
+		if rev, ok := strings.CutPrefix(name, prefix); ok && rev != "" && !strings.Contains(rev, "-") {
+			return rev
+		}
+	}
+	return ""
+}
+
+// RevisionHistoryLimit is how many old ReplicaSets a proxy's Deployment keeps: one, the
+// previous revision, whose config the operator keeps too (so `kubectl rollout undo` finds it).
+const RevisionHistoryLimit = 1
 
 // PullSecretName is the name of a proxy's copy of a profile pull Secret.
 func PullSecretName(proxy, source string) string { return proxy + "-pull-" + source }
@@ -52,8 +70,9 @@ func meta(g *Graph, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: g.Proxy.Namespace, Labels: Labels(g.Proxy.Name)}
 }
 
-// ConfigData renders the data of the routing and steps ConfigMaps, keyed by ConfigMap name.
-func ConfigData(g *Graph) map[string]map[string]string {
+// ConfigData renders the data of the routing and steps ConfigMaps of a graph revision, keyed by
+// ConfigMap name.
+func ConfigData(g *Graph, revision string) map[string]map[string]string {
 	routing := map[string]any{
 		"listenPort": port(g),
 		"upstream":   g.Proxy.Spec.Upstream,
@@ -62,17 +81,18 @@ func ConfigData(g *Graph) map[string]map[string]string {
 	}
 	steps := map[string]any{"steps": g.Steps, "observability": g.Observability}
 	return map[string]map[string]string{
-		RoutingName(g.Proxy.Name): {"routing.json": string(mustJSON(routing))},
-		StepsName(g.Proxy.Name):   {"steps.json": string(mustJSON(steps))},
+		RoutingName(g.Proxy.Name, revision): {"routing.json": string(mustJSON(routing))},
+		StepsName(g.Proxy.Name, revision):   {"steps.json": string(mustJSON(steps))},
 	}
 }
 
-// ConfigMaps renders the routing and steps ConfigMaps.
-func ConfigMaps(g *Graph) []*corev1.ConfigMap {
-	data := ConfigData(g)
+// ConfigMaps renders the routing and steps ConfigMaps of a graph revision: immutable (the
+// API server refuses any change of their data, and kubelets stop watching them).
+func ConfigMaps(g *Graph, revision string) []*corev1.ConfigMap {
+	data := ConfigData(g, revision)
 	out := make([]*corev1.ConfigMap, 0, len(data))
 	for _, name := range sortedKeys(data) {
-		cm := &corev1.ConfigMap{ObjectMeta: meta(g, name), Data: data[name]}
+		cm := &corev1.ConfigMap{ObjectMeta: meta(g, name), Data: data[name], Immutable: ptr.To(true)}
 		out = append(out, cm)
 	}
 	return out
@@ -149,8 +169,8 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 	configMount := corev1.VolumeMount{Name: "config", MountPath: ConfigMountPath, ReadOnly: true}
 	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: RoutingName(name)}}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: StepsName(name)}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: RoutingName(name, revision)}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: StepsName(name, revision)}}},
 		},
 	}}}}
 	ingressMounts := []corev1.VolumeMount{configMount}
@@ -195,11 +215,17 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: PullSecretName(name, s.Name)})
 	}
 	drain := g.Profile.Spec.DrainTimeoutSeconds
+	deadline := g.Profile.Spec.ProgressDeadlineSeconds
+	if deadline == 0 {
+		deadline = 600
+	}
 	dep := &appsv1.Deployment{
 		ObjectMeta: meta(g, name),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(Replicas(g)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{ProxyLabel: name}},
+			Replicas:                ptr.To(Replicas(g)),
+			RevisionHistoryLimit:    ptr.To(int32(RevisionHistoryLimit)),
+			ProgressDeadlineSeconds: ptr.To(deadline),
+			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{ProxyLabel: name}},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{

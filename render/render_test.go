@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -91,9 +92,47 @@ func TestDeployment(t *testing.T) {
 	if !tlsMounted {
 		t.Error("TLS secret not mounted")
 	}
+	// The pod template names the revision's own config, and keeps one old ReplicaSet, whose
+	// config the operator keeps too.
+	var config []string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				config = append(config, src.ConfigMap.Name)
+			}
+		}
+	}
+	if strings.Join(config, ",") != "p-routing-rev1,p-steps-rev1" {
+		t.Errorf("config volumes %v, want the rev1 ConfigMaps", config)
+	}
+	if *d.Spec.RevisionHistoryLimit != render.RevisionHistoryLimit || *d.Spec.ProgressDeadlineSeconds != 600 {
+		t.Errorf("revisionHistoryLimit %d, progressDeadlineSeconds %d", *d.Spec.RevisionHistoryLimit, *d.Spec.ProgressDeadlineSeconds)
+	}
 	g.Proxy.Spec.Replicas = ptr.To[int32](1)
 	if got := *render.Deployment(g, "cafe", "rev1").Spec.Replicas; got != 1 {
 		t.Errorf("proxy replicas not honoured: %d", got)
+	}
+}
+
+// Each revision's config is an immutable pair of ConfigMaps whose names carry the revision.
+func TestConfigMapsPerRevision(t *testing.T) {
+	g := graph()
+	cms := render.ConfigMaps(g, "abc123")
+	if len(cms) != 2 || cms[0].Name != "p-routing-abc123" || cms[1].Name != "p-steps-abc123" {
+		t.Fatalf("config maps %v", cms)
+	}
+	for _, cm := range cms {
+		if cm.Immutable == nil || !*cm.Immutable {
+			t.Errorf("%s is not immutable", cm.Name)
+		}
+		if got := render.ConfigRevision("p", cm.Name); got != "abc123" {
+			t.Errorf("ConfigRevision(%s) = %q", cm.Name, got)
+		}
+	}
+	for name, want := range map[string]string{"p-routing": "", "p-steps": "", "p-routing-routing-x": "", "q-routing-abc": "", "p-tls": ""} {
+		if got := render.ConfigRevision("p", name); got != want {
+			t.Errorf("ConfigRevision(p, %s) = %q, want %q", name, got, want)
+		}
 	}
 }
 
@@ -124,13 +163,13 @@ func TestRevisionAndConfigHash(t *testing.T) {
 	if render.Revision(a) == render.Revision(b) {
 		t.Error("a step edit did not change the revision")
 	}
-	cms := render.ConfigData(a)
+	cms := render.ConfigData(a, render.Revision(a))
 	h1 := render.ConfigHash(cms, map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("1")}})
 	h2 := render.ConfigHash(cms, map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("2")}})
 	if h1 == h2 {
 		t.Error("a Secret change did not change the config hash")
 	}
-	if h1 != render.ConfigHash(render.ConfigData(a), map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("1")}}) {
+	if h1 != render.ConfigHash(render.ConfigData(a, render.Revision(a)), map[string]map[string][]byte{"p-tls": {"tls.crt": []byte("1")}}) {
 		t.Error("config hash is not deterministic")
 	}
 }
@@ -143,7 +182,7 @@ func TestContentHash(t *testing.T) {
 	if render.ContentHash(dep()) != render.ContentHash(dep()) {
 		t.Fatal("the same Deployment hashes differently")
 	}
-	cms := render.ConfigMaps(g)
+	cms := render.ConfigMaps(g, "r")
 	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}}
 	cases := map[string]struct {

@@ -35,6 +35,14 @@ type NexoDeploymentProfileSpec struct {
 	// +kubebuilder:validation:Maximum=3600
 	DrainTimeoutSeconds int32 `json:"drainTimeoutSeconds,omitempty"`
 
+	// progressDeadlineSeconds is how long a rollout may make no progress before the proxy is
+	// Degraded with reason RolloutStalled (the Deployment's progressDeadlineSeconds).
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=86400
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+
 	// defaults apply to proxies that do not set the field themselves.
 	// +optional
 	Defaults ProfileDefaults `json:"defaults,omitempty"`

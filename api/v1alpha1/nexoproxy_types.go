@@ -116,10 +116,21 @@ type NexoProxyStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// graphRevision is a short sha256 of the resolved graph's specs that the workload runs;
-	// identical graphs give identical revisions on any cluster.
+	// graphRevision is the desired revision: a short sha256 of the resolved graph's specs,
+	// applied to the Deployment (its config is in the ConfigMaps <proxy>-routing-<revision> and
+	// <proxy>-steps-<revision>); identical graphs give identical revisions on any cluster.
 	// +optional
 	GraphRevision string `json:"graphRevision,omitempty"`
+
+	// availableRevision is the revision whose rollout last completed: every replica runs it.
+	// It differs from graphRevision while a rollout is in progress or stalled.
+	// +optional
+	AvailableRevision string `json:"availableRevision,omitempty"`
+
+	// previousRevision is the revision applied before graphRevision; its config is kept, so
+	// `kubectl rollout undo` finds it. Older revisions' config is removed once a rollout completes.
+	// +optional
+	PreviousRevision string `json:"previousRevision,omitempty"`
 
 	// configHash is a sha256 of the rendered config and the referenced Secrets' contents that
 	// the workload runs; the pod template carries it so pods roll when it changes.

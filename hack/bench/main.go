@@ -360,7 +360,7 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 		g := &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: profile(baselineNS), OperatorNamespace: opNS,
 			Steps: []render.Component{{Kind: "NexoPIIMasking", Name: "mask", Slot: catalog.SlotResponse}}}
 		objs := []client.Object{}
-		for _, cm := range render.ConfigMaps(g) {
+		for _, cm := range render.ConfigMaps(g, "rev") {
 			objs = append(objs, cm)
 		}
 		objs = append(objs, render.PullSecret(g, pull), render.Deployment(g, "hash", "rev"), render.Service(g))
@@ -478,7 +478,8 @@ func startOperatorIn(cl *testcluster.Cluster, keyFile, ns string) (*operatorProc
 		return nil, err
 	}
 	o := &operatorProcess{metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), pprofAddr: fmt.Sprintf("127.0.0.1:%d", pp), logPath: logPath}
-	o.cmd = exec.Command(*opBin, "--metrics-bind-address="+o.metricsAddr, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+	// Plain-HTTP metrics: the benchmark scrapes them from loopback.
+	o.cmd = exec.Command(*opBin, "--metrics-bind-address="+o.metricsAddr, "--metrics-secure=false", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
 		"--pprof-bind-address="+o.pprofAddr, "--watch-namespaces="+ns, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
 		fmt.Sprintf("--proxy-workers=%d", *pworker), "--kube-api-qps=2000", "--kube-api-burst=4000", "--zap-log-level=error")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig)

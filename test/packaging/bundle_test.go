@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,13 @@ func TestBundleValidates(t *testing.T) {
 		}
 		for _, w := range r.Warnings {
 			nWarn++
+			// The deprecated-API check matches RBAC rules by group and resource only: a rule for
+			// events.k8s.io "events" (the v1 Events API controller-runtime's recorder writes)
+			// reads to it as the events.k8s.io/v1beta1 removed in 1.25. Rules carry no version.
+			if strings.Contains(w.Error(), "Migrate the API(s) for events:") && eventsRuleOnly(bundle.CSV) {
+				t.Logf("known false positive (%s): %s", r.Name, w.Error())
+				continue
+			}
 			t.Errorf("warning (%s): %s", r.Name, w.Error())
 		}
 	}
@@ -243,4 +251,16 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 	if !found {
 		t.Error("the olm.bundle entry has no olm.csv.metadata matching the CSV (displayName, description, crdDescriptions)")
 	}
+}
+
+// eventsRuleOnly: the only events rules the CSV grants are events.k8s.io create/patch (the v1 API).
+func eventsRuleOnly(csv *operatorsv1alpha1.ClusterServiceVersion) bool {
+	for _, p := range csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
+		for _, r := range p.Rules {
+			if slices.Contains(r.Resources, "events") && (!slices.Equal(r.APIGroups, []string{"events.k8s.io"}) || !slices.Equal(r.Verbs, []string{"create", "patch"})) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -1,0 +1,51 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+)
+
+// Event reasons beyond the condition reasons (which name the Ready transitions).
+const (
+	EventRolloutStarted  = "RolloutStarted"
+	EventRolloutComplete = "RolloutComplete"
+)
+
+// recordTransitions emits Events for what changed between the status a reconcile started from
+// and the one it wrote: the Ready condition's reason (phase changes, blocked reasons, conflicts,
+// a stalled rollout), a new revision applied, a rollout completed. Events are derived from
+// transitions only, so a requeue that changes nothing emits nothing.
+func (r *ProxyReconciler) recordTransitions(before, after *nexov1alpha1.NexoProxy) {
+	if r.Recorder == nil {
+		return
+	}
+	started := after.Status.GraphRevision != before.Status.GraphRevision
+	completed := after.Status.AvailableRevision != before.Status.AvailableRevision && after.Status.AvailableRevision != ""
+	if started {
+		note := "rolling out graph revision " + after.Status.GraphRevision
+		if before.Status.GraphRevision != "" {
+			note += " (from " + before.Status.GraphRevision + ")"
+		}
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventRolloutStarted, "Rollout", note)
+	}
+	if completed {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventRolloutComplete, "Rollout",
+			"every replica runs graph revision "+after.Status.AvailableRevision)
+	}
+	was := meta.FindStatusCondition(before.Status.Conditions, nexov1alpha1.ConditionReady)
+	now := meta.FindStatusCondition(after.Status.Conditions, nexov1alpha1.ConditionReady)
+	if now == nil || was != nil && was.Reason == now.Reason && was.Status == now.Status {
+		return
+	}
+	// The rollout Events already say it: Progressing at a rollout's start, Available at its end.
+	if started && now.Reason == ReasonProgressing || completed && now.Reason == ReasonAvailable {
+		return
+	}
+	kind := corev1.EventTypeWarning
+	if now.Status == "True" || now.Reason == ReasonProgressing {
+		kind = corev1.EventTypeNormal
+	}
+	r.Recorder.Eventf(after, nil, kind, now.Reason, "Reconcile", "%s: %s", after.Status.Phase, now.Message)
+}
