@@ -23,12 +23,11 @@ func (r *ProxyReconciler) recordTransitions(before, after *nexov1alpha1.NexoProx
 	}
 	started := after.Status.GraphRevision != before.Status.GraphRevision
 	completed := after.Status.AvailableRevision != before.Status.AvailableRevision && after.Status.AvailableRevision != ""
-	if started {
-		note := "rolling out graph revision " + after.Status.GraphRevision
-		if before.Status.GraphRevision != "" {
-			note += " (from " + before.Status.GraphRevision + ")"
-		}
-		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventRolloutStarted, "Rollout", note)
+	// A proxy's first revision is its creation, told once by RolloutComplete; a later one is a
+	// rollout of a change, told when it starts too.
+	if started && before.Status.GraphRevision != "" {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventRolloutStarted, "Rollout",
+			"rolling out graph revision "+after.Status.GraphRevision+" (from "+before.Status.GraphRevision+")")
 	}
 	if completed {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventRolloutComplete, "Rollout",
