@@ -68,6 +68,18 @@ cluster-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kub
 test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use).
 	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m ./...
 
+# Fuzz targets (package:target); their seed corpora (f.Add and testdata/fuzz) also run in make test.
+FUZZ_TARGETS := signature:FuzzSignVerify license:FuzzParse connecttoken:FuzzParse manifest:FuzzRead controlplane:FuzzRequests
+FUZZTIME ?= 10s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (CI: 5s; longer by hand, e.g. FUZZTIME=10m).
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+	  go test ./$$pkg/ -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) 2>&1 | grep -v '^fuzz: elapsed' | tail -3; \
+	  test $${PIPESTATUS[0]} -eq 0; \
+	done
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -53,12 +53,15 @@ func read(r io.Reader, source string, skipKindless bool) ([]*unstructured.Unstru
 		if u.GetKind() == "" {
 			return nil, fmt.Errorf("%s (document %d): no kind: not a Kubernetes object", source, i)
 		}
-		if u.IsList() {
+		if strings.HasSuffix(u.GetKind(), "List") && u.IsList() {
 			list, err := u.ToList()
 			if err != nil {
 				return nil, fmt.Errorf("%s (document %d, %s): %w", source, i, u.GetKind(), err)
 			}
 			for j := range list.Items {
+				if list.Items[j].GetKind() == "" {
+					return nil, fmt.Errorf("%s (document %d, %s item %d): no kind: not a Kubernetes object", source, i, u.GetKind(), j+1)
+				}
 				out = append(out, &list.Items[j])
 			}
 			continue

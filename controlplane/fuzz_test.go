@@ -1,0 +1,66 @@
+package controlplane_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/protocol"
+)
+
+// FuzzRequests sends arbitrary bodies to every endpoint that decodes one (the Manager's
+// heartbeat and ack, the admin API's environment, command and token requests): never a panic,
+// never a 500, and every refusal carries an error message.
+func FuzzRequests(f *testing.F) {
+	store, err := controlplane.Open(filepath.Join(f.TempDir(), "cp.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = store.Close() })
+	_, key, _ := ed25519.GenerateKey(nil)
+	srv := &controlplane.Server{Store: store, Key: key, AdminToken: "fuzz-admin", PublicURL: "http://127.0.0.1:1"}
+	h := srv.Handler()
+	do := func(method, path, token string, body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := do("POST", "/admin/environments", "fuzz-admin", []byte(`{"name":"fuzz"}`))
+	var env controlplane.NewEnvironment
+	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || env.Token == "" {
+		f.Fatalf("register: %d %s", rec.Code, rec.Body)
+	}
+	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, ClusterID: "c1"})
+	f.Add(hb)
+	f.Add([]byte(`{"type":"deploy","namespaces":["shop"],"manifests":[{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"x","namespace":"shop"}}]}`))
+	f.Add([]byte(`{"type":"rollout","image":"x"}`))
+	f.Add([]byte(`{"status":"applied","message":"ok"}`))
+	f.Add([]byte(`{"graceSeconds":-1}`))
+	f.Add([]byte(`{`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, r := range []struct{ method, path, token string }{
+			{"POST", "/v1/heartbeat", env.Token},
+			{"POST", "/v1/commands/does-not-exist/ack", env.Token},
+			{"POST", "/admin/environments", "fuzz-admin"},
+			{"POST", "/admin/environments/" + env.ID + "/commands", "fuzz-admin"},
+		} {
+			rec := do(r.method, r.path, r.token, body)
+			if rec.Code >= 500 {
+				t.Fatalf("%s %s: %d %s for body %q", r.method, r.path, rec.Code, rec.Body, body)
+			}
+			if rec.Code >= 400 {
+				var e protocol.Error
+				if json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error == "" {
+					t.Fatalf("%s %s: %d without an error message: %q", r.method, r.path, rec.Code, rec.Body)
+				}
+			}
+		}
+	})
+}
