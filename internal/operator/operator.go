@@ -4,14 +4,18 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,6 +63,29 @@ type Config struct {
 	// EnsureAdmissionPolicy makes the operator apply the managed-objects admission policy
 	// (config/admission) at start, for installs that cannot ship it themselves (OLM).
 	EnsureAdmissionPolicy bool
+}
+
+// readiness is the operator's /readyz: ready only once the informer caches have synced and while
+// the API server answers. An operator that cannot see its objects, or cannot write what it
+// decides, is not ready, whatever its process does.
+func readiness(mgr ctrl.Manager, restConfig *rest.Config) (healthz.Checker, error) {
+	probeConfig := rest.CopyConfig(restConfig)
+	probeConfig.Timeout = 2 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(probeConfig)
+	if err != nil {
+		return nil, err
+	}
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("the informer caches have not synced yet")
+		}
+		if _, err := dc.ServerVersion(); err != nil {
+			return fmt.Errorf("the API server does not answer: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // metricsOptions: plain HTTP only when asked for (--metrics-secure=false).
@@ -169,7 +196,11 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, nil, err
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	ready, err := readiness(mgr, restConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.AddReadyzCheck("caches-and-api", ready); err != nil {
 		return nil, nil, err
 	}
 	return mgr, registered, nil
