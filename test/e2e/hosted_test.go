@@ -6,13 +6,17 @@
 package e2e_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,10 +28,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -233,8 +239,9 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		}
 		return p
 	}
-	op := start("nexo-operator", bins["operator"], "--license-public-key="+path("license-authority.pem"))
-	mgr := start("nexo-manager", bins["manager"])
+	// Debug logging, so the secret search below sees everything the processes can say.
+	op := start("nexo-operator", bins["operator"], "--license-public-key="+path("license-authority.pem"), "--zap-log-level=debug")
+	mgr := start("nexo-manager", bins["manager"], "--zap-log-level=debug")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("operator log:\n%s\nManager log:\n%s\nControl Plane log:\n%s", tail(op.Logs(), 40), tail(mgr.Logs(), 40), tail(cpLog.String(), 20))
@@ -359,16 +366,132 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Neither process restarted, and neither logged a token.
+	// Neither process restarted.
 	newToken, _ := os.ReadFile(path("new-token"))
 	for name, p := range map[string]*testinstall.LocalPod{"operator": op, "Manager": mgr} {
 		if !p.Running() {
 			t.Errorf("the %s exited during the flow", name)
 		}
-		if logs := p.Logs(); strings.Contains(logs, strings.TrimSpace(string(oldToken))) || strings.Contains(logs, strings.TrimSpace(string(newToken))) {
-			t.Errorf("the %s logged a connect token", name)
+	}
+
+	// Secrets never leak: the connect tokens, the license document, the admin token and the
+	// Control Plane's signing key, searched for (plain and base64) in everything the flow
+	// produced that people or other tenants can see.
+	cpKeyPEM, _ := os.ReadFile(path("cp.key"))
+	secrets := map[string]string{"old connect token": strings.TrimSpace(string(oldToken)), "new connect token": strings.TrimSpace(string(newToken)),
+		"license document": doc, "admin token": "e2e-admin-token-0123456789", "signing key": pemBody(string(cpKeyPEM))}
+	sources := map[string]string{"operator log": op.Logs(), "Manager log": mgr.Logs(), "Control Plane log": cpLog.String()}
+	sources["nexoctl output"] = nexoctlAny(t, dir, "status", "-A") + nexoctlAny(t, dir, "status", "-A", "-o", "json") +
+		nexoctlAny(t, dir, "status", "-A", "-o", "yaml") + nexoctlAny(t, dir, "preflight") + nexoctlAny(t, dir, "preflight", "-o", "json") +
+		nexoctlAny(t, dir, "version", "-o", "json")
+	nexoctlAny(t, dir, "support-bundle", "--file", path("bundle.tar.gz"))
+	sources["support bundle"] = archiveText(t, path("bundle.tar.gz"))
+	for name, text := range clusterText(t) {
+		sources[name] = text
+	}
+	// The Control Plane's database holds only token hashes; it does hold its signing keys, by
+	// design (it signs), so that one is not searched there.
+	db, _ := os.ReadFile(path("cp.db"))
+	wal, _ := os.ReadFile(path("cp.db-wal"))
+	for name, secret := range secrets {
+		for source, text := range sources {
+			if strings.Contains(text, secret) || strings.Contains(text, base64.StdEncoding.EncodeToString([]byte(secret))) {
+				t.Errorf("the %s appears in the %s", name, source)
+			}
+		}
+		if name != "signing key" && (bytes.Contains(db, []byte(secret)) || bytes.Contains(wal, []byte(secret))) {
+			t.Errorf("the %s appears in the Control Plane's database", name)
 		}
 	}
+	t.Logf("searched %d sources for %d secrets", len(sources)+1, len(secrets))
+}
+
+// pemBody is the base64 body of a PEM block, joined (what a leak would show).
+func pemBody(p string) string {
+	var lines []string
+	for _, l := range strings.Split(p, "\n") {
+		if l != "" && !strings.HasPrefix(l, "-----") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+// nexoctlAny runs nexoctl against the cluster and returns its output, whatever the exit code.
+func nexoctlAny(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bins["nexoctl"], append(args, "--kubeconfig", cluster.Kubeconfig)...)
+	cmd.Dir = dir
+	out, _ := cmd.CombinedOutput()
+	return string(out)
+}
+
+// archiveText is every file of a .tar.gz, concatenated.
+func archiveText(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	tr := tar.NewReader(gz)
+	for {
+		if _, err := tr.Next(); err != nil {
+			break
+		}
+		_, _ = io.Copy(&b, tr)
+	}
+	return b.String()
+}
+
+// clusterText is what the cluster shows besides Secrets: every Event, every ConfigMap, every
+// Nexo object with its status, and the Helm release records decoded.
+func clusterText(t *testing.T) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	dump := func(name string, list client.ObjectList) {
+		if err := k8s.List(ctx, list); err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(list)
+		out[name] = string(raw)
+	}
+	dump("Events (events.k8s.io)", &eventsv1.EventList{})
+	dump("Events (core)", &corev1.EventList{})
+	dump("ConfigMaps", &corev1.ConfigMapList{})
+	for _, k := range catalog.Kinds {
+		l := &unstructured.UnstructuredList{}
+		l.SetAPIVersion(catalog.Group + "/" + catalog.Version)
+		l.SetKind(k.Kind + "List")
+		dump(k.Kind+" objects", l)
+	}
+	var releases corev1.SecretList
+	if err := k8s.List(ctx, &releases, client.MatchingLabels{"owner": "helm"}); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, s := range releases.Items {
+		gzipped, err := base64.StdEncoding.DecodeString(string(s.Data["release"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gzipped))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(&b, zr)
+	}
+	if b.Len() == 0 {
+		t.Fatal("no Helm release record to search")
+	}
+	out["Helm release records"] = b.String()
+	return out
 }
 
 // installCommand takes the nexoctl line of `controlplane env install-command` as printed (the
