@@ -240,6 +240,12 @@ func (p *LocalPod) Stop() {
 	}
 }
 
+// Kill ends the process with SIGKILL (no cleanup, as a crashed or OOM-killed container).
+func (p *LocalPod) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
 // Pid is the process id.
 func (p *LocalPod) Pid() int { return p.cmd.Process.Pid }
 

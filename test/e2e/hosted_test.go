@@ -27,6 +27,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -224,9 +225,11 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	}
 
 	// The operator and the Manager, from the Deployments the chart installed.
+	pods := 0
 	start := func(name, binary string, extra ...string) *testinstall.LocalPod {
 		t.Helper()
-		podDir := path(name)
+		pods++
+		podDir := path(fmt.Sprintf("%s-%d", name, pods))
 		_ = os.MkdirAll(podDir, 0o700)
 		p, err := testinstall.RunDeployment(ctx, cluster.Config, testinstall.Namespace, name,
 			testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra})
@@ -366,9 +369,39 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Neither process restarted.
+	// Leader election: a second operator replica waits; kill -9 the leader and the other takes
+	// over within the lease settings, and reconciles (a redeploy becomes Ready).
+	second := start("nexo-operator", bins["operator"], "--license-public-key="+path("license-authority.pem"))
+	leader := func() string {
+		l := &coordinationv1.Lease{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: "nexo-operator.nexo.io"}, l); err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	first := leader()
+	if first == "" {
+		t.Fatal("no operator holds the lease")
+	}
+	killed := time.Now()
+	op.Kill()
+	poll(t, "the second replica takes the lease", time.Minute, func() (bool, string) {
+		h := leader()
+		return h != "" && h != first, h
+	})
+	takeover := time.Since(killed)
+	t.Logf("leader takeover %.1fs after kill -9 (lease 15s, renew deadline 10s, retry 2s)", takeover.Seconds())
+	deploy(1)
+	waitProxy(t, "the new leader reconciles a redeploy", func(p *nexov1alpha1.NexoProxy) bool { return p.Status.ReadyReplicas == 1 })
+	cp("command", "uninstall", envID, "--proxy", "shop/orders-proxy")
+	poll(t, "the proxy is gone again", time.Minute, func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, &nexov1alpha1.NexoProxy{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	// Only the killed operator stopped.
 	newToken, _ := os.ReadFile(path("new-token"))
-	for name, p := range map[string]*testinstall.LocalPod{"operator": op, "Manager": mgr} {
+	for name, p := range map[string]*testinstall.LocalPod{"second operator": second, "Manager": mgr} {
 		if !p.Running() {
 			t.Errorf("the %s exited during the flow", name)
 		}
@@ -380,7 +413,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	cpKeyPEM, _ := os.ReadFile(path("cp.key"))
 	secrets := map[string]string{"old connect token": strings.TrimSpace(string(oldToken)), "new connect token": strings.TrimSpace(string(newToken)),
 		"license document": doc, "admin token": "e2e-admin-token-0123456789", "signing key": pemBody(string(cpKeyPEM))}
-	sources := map[string]string{"operator log": op.Logs(), "Manager log": mgr.Logs(), "Control Plane log": cpLog.String()}
+	sources := map[string]string{"operator log": op.Logs(), "second operator log": second.Logs(), "Manager log": mgr.Logs(), "Control Plane log": cpLog.String()}
 	sources["nexoctl output"] = nexoctlAny(t, dir, "status", "-A") + nexoctlAny(t, dir, "status", "-A", "-o", "json") +
 		nexoctlAny(t, dir, "status", "-A", "-o", "yaml") + nexoctlAny(t, dir, "preflight") + nexoctlAny(t, dir, "preflight", "-o", "json") +
 		nexoctlAny(t, dir, "version", "-o", "json")
