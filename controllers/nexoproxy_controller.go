@@ -254,11 +254,15 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 		return ctrl.Result{}, nil
 	}
 	if conditionTrue(proxy, nexov1alpha1.ConditionWorkloadAvailable) {
-		proxy.Status.AvailableRevision = revision
-		// Every replica runs this revision: config no ReplicaSet can use any more goes.
-		if err := r.pruneRevisions(ctx, proxy); err != nil {
-			return ctrl.Result{}, err
+		// Every replica runs this revision: config no ReplicaSet can use any more goes, once per
+		// completed rollout (not on every pass over a converged proxy: the scan is over all
+		// ConfigMaps). A failed prune returns before status records the revision, so it retries.
+		if proxy.Status.AvailableRevision != revision {
+			if err := r.pruneRevisions(ctx, proxy); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
+		proxy.Status.AvailableRevision = revision
 		proxy.Status.Phase = nexov1alpha1.ProxyReady
 		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
 			fmt.Sprintf("serving graph revision %s with %d/%d replicas ready", revision, proxy.Status.ReadyReplicas, proxy.Status.Replicas))
