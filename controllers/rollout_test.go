@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -145,10 +144,7 @@ func TestConfigPerRevision(t *testing.T) {
 	}
 
 	// kubectl rollout undo goes back to the previous ReplicaSet, whose config still exists.
-	kubectl := filepath.Join(testcluster.RepoRoot(), "bin", "kubectl")
-	if bin := os.Getenv("NEXO_TEST_BIN"); bin != "" {
-		kubectl = filepath.Join(bin, "kubectl")
-	}
+	kubectl := filepath.Join(testcluster.BinDir(), "kubectl")
 	if out, err := exec.Command(kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", ns, "rollout", "undo", "deployment/"+proxyName).CombinedOutput(); err != nil {
 		t.Fatalf("kubectl rollout undo: %v\n%s", err, out)
 	}

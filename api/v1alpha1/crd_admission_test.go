@@ -363,10 +363,7 @@ func TestKubectlColumns(t *testing.T) {
 	if s, _, _ := unstructured.NestedString(guard.Object, "status", "support"); s != "SchemaOnly" {
 		t.Errorf("status.support of a schema-only object %q, want the default SchemaOnly", s)
 	}
-	kubectl := filepath.Join(testcluster.RepoRoot(), "bin", "kubectl")
-	if bin := os.Getenv("NEXO_TEST_BIN"); bin != "" {
-		kubectl = filepath.Join(bin, "kubectl")
-	}
+	kubectl := filepath.Join(testcluster.BinDir(), "kubectl")
 	out, err := exec.Command(kubectl, "--kubeconfig", cluster.Kubeconfig, "get", "nexolicenses,nexoqueryguards", "-n", ns).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl get: %v\n%s", err, out)

@@ -76,6 +76,14 @@ type Cluster struct {
 	ownsDir bool
 }
 
+// BinDir is where the cluster binaries and tools are: $NEXO_TEST_BIN, else <repo>/bin.
+func BinDir() string {
+	if bin := os.Getenv("NEXO_TEST_BIN"); bin != "" {
+		return bin
+	}
+	return filepath.Join(RepoRoot(), "bin")
+}
+
 // RepoRoot is the repository's top folder, found from this source file.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -92,10 +100,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	bin := opts.BinDir
 	if bin == "" {
-		bin = os.Getenv("NEXO_TEST_BIN")
-	}
-	if bin == "" {
-		bin = filepath.Join(RepoRoot(), "bin")
+		bin = BinDir()
 	}
 	// c is not the named result: a failed start returns nil, and the deferred cleanup must still
 	// see what was started.
