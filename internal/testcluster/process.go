@@ -25,12 +25,18 @@ type process struct {
 }
 
 func (c *Cluster) spawn(bin, name string, args ...string) (*process, error) {
+	return c.spawnPath(filepath.Join(bin, name), name, args...)
+}
+
+// spawnPath starts the executable at path as component name (its log is name.log, appended to
+// when the component is started again).
+func (c *Cluster) spawnPath(path, name string, args ...string) (*process, error) {
 	logPath := filepath.Join(c.Dir, name+".log")
-	f, err := os.Create(logPath)
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(bin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	// The component dies with the process that started it, even if that one is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

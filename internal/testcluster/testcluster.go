@@ -60,6 +60,9 @@ type Options struct {
 	// Dir is the state folder (data, certs, logs, kubeconfig); default a new temp folder,
 	// removed by Stop. A given Dir is kept.
 	Dir string
+	// APIServerFlags are extra kube-apiserver flags (name without dashes → value), for example
+	// a low max-requests-inflight to throttle clients.
+	APIServerFlags map[string]string
 }
 
 // Cluster is a running control plane.
@@ -74,6 +77,8 @@ type Cluster struct {
 	env     *envtest.Environment
 	procs   []*process
 	ownsDir bool
+	// apiserver is the kube-apiserver RestartAPIServer started (nil: envtest's own is running).
+	apiserver *process
 }
 
 // BinDir is where the cluster binaries and tools are: $NEXO_TEST_BIN, else <repo>/bin.
@@ -137,6 +142,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	// envtest's default Service range is a /24; benchmarks create a Service per proxy.
 	c.env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
+	for k, v := range opts.APIServerFlags {
+		c.env.ControlPlane.GetAPIServer().Configure().Set(k, v)
+	}
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("start envtest control plane: %w", err)
 	}
