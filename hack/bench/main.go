@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -31,11 +30,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/fleet"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/license"
@@ -121,7 +120,7 @@ func run() error {
 	// is what the additional proxies cost.
 	small := max(*n/10, 1)
 	fmt.Printf("phase 0: the operator converges %d proxies (for the marginal cost) ...\n", small)
-	if err := parallel(small, func(i int) error { return c.Create(ctx, proxy(smallNS, i)) }); err != nil {
+	if err := fleet.Parallel(small, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(smallNS, i)) }); err != nil {
 		return err
 	}
 	sm, err := startOperatorIn(cl, keyFile, smallNS)
@@ -129,7 +128,7 @@ func run() error {
 		return err
 	}
 	smallHeap := sm.sampleHeap()
-	if err := waitProxiesIn(ctx, c, smallNS, small, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
+	if err := fleet.Wait(ctx, c, smallNS, small, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
 		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
 	}); err != nil {
 		sm.stop()
@@ -144,7 +143,7 @@ func run() error {
 	}
 
 	fmt.Printf("creating %d NexoProxies ...\n", *n)
-	if err := parallel(*n, func(i int) error { return c.Create(ctx, proxy(benchNS, i)) }); err != nil {
+	if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(benchNS, i)) }); err != nil {
 		return err
 	}
 
@@ -198,7 +197,7 @@ func run() error {
 		}
 		old = p.Status.GraphRevision
 		rl := &nexov1alpha1.NexoRateLimit{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "per-client"}, rl); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: fleet.SharedStep}, rl); err != nil {
 			return err
 		}
 		rl.Spec.OperationsPerSecond++
@@ -243,7 +242,7 @@ func run() error {
 	op.stop()
 
 	fmt.Println("phase 4: raw-write baseline (same children + status, unthrottled client)")
-	if err := parallel(*n, func(i int) error { return c.Create(ctx, proxy(baselineNS, i)) }); err != nil {
+	if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(baselineNS, i)) }); err != nil {
 		return err
 	}
 	baseline, err := rawBaseline(ctx, c)
@@ -276,7 +275,7 @@ func setup(ctx context.Context, c client.Client, dir string) (string, error) {
 		return "", err
 	}
 	doc, err := license.Issue(license.Claims{Licensee: "Bench", ExpiresAt: time.Now().Add(24 * time.Hour),
-		Entitlements: []string{"NexoTenantIsolation", "NexoRateLimit", "NexoPIIMasking"}, MaxProxies: int32(*n)}, priv)
+		Entitlements: fleet.Entitlements, MaxProxies: int32(*n)}, priv)
 	if err != nil {
 		return "", err
 	}
@@ -285,62 +284,16 @@ func setup(ctx context.Context, c client.Client, dir string) (string, error) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: smallNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: baselineNS}},
-		// A registry credential marked shareable, as nexoctl install --registry-secret does.
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: opNS, Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
-			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+		fleet.RegistrySecret(opNS),
 	}
-	objs = append(objs, sharedGraph(benchNS, doc)...)
-	objs = append(objs, sharedGraph(smallNS, doc)...)
+	objs = append(objs, fleet.Graph(benchNS, doc)...)
+	objs = append(objs, fleet.Graph(smallNS, doc)...)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			return "", fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
 	return keyFile, nil
-}
-
-// sharedGraph is what every proxy in ns references: license, profile, three steps, pipeline.
-func sharedGraph(ns, licenseDoc string) []client.Object {
-	return []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "license", Namespace: ns}, Data: map[string][]byte{"license": []byte(licenseDoc)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: ns}, Data: map[string][]byte{"salt": []byte("x")}},
-		&nexov1alpha1.NexoLicense{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns},
-			Spec: nexov1alpha1.NexoLicenseSpec{SecretRef: nexov1alpha1.SecretKeyReference{Name: "license", Key: "license"}}},
-		profile(ns),
-		&nexov1alpha1.NexoTenantIsolation{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
-			Spec: nexov1alpha1.NexoTenantIsolationSpec{TenantField: "tenantId", Source: nexov1alpha1.TenantSource{Type: "Username"}}},
-		&nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Name: "per-client", Namespace: ns},
-			Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 100}},
-		&nexov1alpha1.NexoPIIMasking{ObjectMeta: metav1.ObjectMeta{Name: "mask", Namespace: ns},
-			Spec: nexov1alpha1.NexoPIIMaskingSpec{Rules: []nexov1alpha1.MaskingRule{{FieldPattern: "customers.*.ssn", Action: "Redact"}}}},
-		&nexov1alpha1.NexoPipeline{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns},
-			Spec: nexov1alpha1.NexoPipelineSpec{
-				Request:  []nexov1alpha1.RequestStepRef{{Kind: "NexoTenantIsolation", Name: "tenant"}, {Kind: "NexoRateLimit", Name: "per-client"}},
-				Response: []nexov1alpha1.ResponseStepRef{{Kind: "NexoPIIMasking", Name: "mask"}},
-			}},
-	}
-}
-
-func profile(ns string) *nexov1alpha1.NexoDeploymentProfile {
-	return &nexov1alpha1.NexoDeploymentProfile{ObjectMeta: metav1.ObjectMeta{Name: "standard", Namespace: ns},
-		Spec: nexov1alpha1.NexoDeploymentProfileSpec{
-			Images:              nexov1alpha1.RuntimeImages{Ingress: "registry.example.com/nexo/ingress:0.2.0", Egress: "registry.example.com/nexo/egress:0.2.0"},
-			StepCatalog:         []nexov1alpha1.StepImage{{Kind: "NexoPIIMasking", Image: "registry.example.com/nexo/pii:0.2.0"}},
-			ImagePullSecrets:    []nexov1alpha1.SecretReference{{Name: "nexo-registry"}},
-			DrainTimeoutSeconds: 30,
-		}}
-}
-
-func proxy(ns string, i int) *nexov1alpha1.NexoProxy {
-	return &nexov1alpha1.NexoProxy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("proxy-%d", i), Namespace: ns},
-		Spec: nexov1alpha1.NexoProxySpec{
-			PipelineRef: nexov1alpha1.LocalObjectReference{Name: "shared"},
-			Upstream:    nexov1alpha1.Target{Name: "primary", Address: "mongo.db.svc:27017"},
-			ProfileRef:  nexov1alpha1.LocalObjectReference{Name: "standard"},
-			LicenseRef:  nexov1alpha1.LocalObjectReference{Name: "bench"},
-			Replicas:    ptr.To[int32](1),
-			Port:        27017,
-		}}
 }
 
 // rawBaseline writes, for every baseline proxy, the children the operator would (ConfigMaps,
@@ -352,12 +305,12 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 		return 0, err
 	}
 	start := time.Now()
-	err := parallel(*n, func(i int) error {
-		p := proxy(baselineNS, i)
+	err := fleet.Parallel(*n, *workers, func(i int) error {
+		p := fleet.Proxy(baselineNS, i)
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}
-		g := &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: profile(baselineNS), OperatorNamespace: opNS,
+		g := &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: fleet.Profile(baselineNS), OperatorNamespace: opNS,
 			Steps: []render.Component{{Kind: "NexoPIIMasking", Name: "mask", Slot: catalog.SlotResponse}}}
 		objs := []client.Object{}
 		for _, cm := range render.ConfigMaps(g, "rev") {
@@ -397,54 +350,7 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 }
 
 func waitProxies(ctx context.Context, c client.Client, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
-	return waitProxiesIn(ctx, c, benchNS, *n, timeout, ok)
-}
-
-func waitProxiesIn(ctx context.Context, c client.Client, ns string, count int, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var list nexov1alpha1.NexoProxyList
-		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		done := 0
-		for i := range list.Items {
-			if ok(&list.Items[i]) {
-				done++
-			}
-		}
-		if done == count {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d proxies in %s done after %s", done, count, ns, timeout)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func parallel(count int, f func(int) error) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, count)
-	next := make(chan int)
-	for w := 0; w < *workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := 0; i < count; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return fleet.Wait(ctx, c, benchNS, *n, timeout, ok)
 }
 
 // operatorProcess is the real operator binary running against the cluster.
