@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -60,8 +59,8 @@ func (r *ComponentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	before := obj.DeepCopyObject().(nexov1alpha1.Object)
 	r.evaluate(obj)
 	obj.NexoStatus().ObservedGeneration = obj.GetGeneration()
-	if err := writeStatus(ctx, r.Client, before, obj); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
+	if err := writeStatus(ctx, r.Client, before, obj); err != nil {
+		return statusConflict(ctx, err)
 	}
 	return ctrl.Result{}, nil
 }

@@ -92,7 +92,7 @@ func (r *LicenseReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	lic.Status.ObservedGeneration = lic.Generation
 	if err := writeStatus(ctx, r.Client, before, lic); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return statusConflict(ctx, err)
 	}
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }

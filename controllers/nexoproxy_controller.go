@@ -160,7 +160,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	proxy.Status.ObservedGeneration = proxy.Generation
 	r.metrics.observe(req.NamespacedName, proxy.Status.Phase)
 	if err := writeStatus(ctx, r.Client, before, proxy); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return statusConflict(ctx, err)
 	}
 	r.recordTransitions(before, proxy)
 	return result, nil

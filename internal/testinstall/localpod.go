@@ -242,6 +242,7 @@ func (p *LocalPod) Stop() {
 
 // Kill ends the process with SIGKILL (no cleanup, as a crashed or OOM-killed container).
 func (p *LocalPod) Kill() {
+	defer p.cancel()
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
