@@ -295,22 +295,32 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// normaliseSpec applies the CRD's defaults to spec, then round-trips it through the Go type.
+// normaliseSpec reads spec the way the operator does, then applies the CRD's defaults, then reads
+// it again: Go type, defaults, Go type. The first pass matters: a struct field without a pointer
+// (NexoDeploymentProfile's defaults) is written back as {} even when a manifest omits it, and the
+// defaults inside it then apply; a manifest signed without the field and the stored object read
+// through the Go type must reach the same form (both do after the first pass).
 func normaliseSpec(gvk schema.GroupVersionKind, spec any) (any, error) {
 	s, err := structuralFor(gvk.Kind)
 	if err != nil {
 		return nil, err
 	}
+	typed, err := throughType(gvk, spec)
+	if err != nil {
+		return nil, err
+	}
+	root := map[string]any{"spec": typed}
+	defaulting.Default(root, s)
+	return throughType(gvk, root["spec"])
+}
+
+// throughType decodes spec into the kind's Go spec type and encodes it again (numbers kept as
+// written: json.Number).
+func throughType(gvk schema.GroupVersionKind, spec any) (any, error) {
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
-	var copied any
-	if err := json.Unmarshal(raw, &copied); err != nil {
-		return nil, err
-	}
-	root := map[string]any{"spec": copied}
-	defaulting.Default(root, s)
 	typed, err := scheme.New(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a Nexo kind: %w", gvk.Kind, err)
@@ -318,9 +328,6 @@ func normaliseSpec(gvk schema.GroupVersionKind, spec any) (any, error) {
 	specField := reflect.ValueOf(typed).Elem().FieldByName("Spec")
 	if !specField.IsValid() {
 		return nil, fmt.Errorf("%s has no spec", gvk.Kind)
-	}
-	if raw, err = json.Marshal(root["spec"]); err != nil {
-		return nil, err
 	}
 	if err := json.Unmarshal(raw, specField.Addr().Interface()); err != nil {
 		return nil, fmt.Errorf("%s spec does not match its schema: %w", gvk.Kind, err)

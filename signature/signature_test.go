@@ -214,3 +214,36 @@ func TestKeyRoundTrip(t *testing.T) {
 		t.Fatalf("key id %q not stable 16 hex digits", id)
 	}
 }
+
+// A profile signed without its optional defaults block verifies as the operator reads it back:
+// the Go type writes the block as {} and the CRD's default inside it (replicas: 2) would apply
+// on one side only (found by the reliability suite: every Control Plane deploy of such a
+// profile was refused as SignatureMismatch).
+func TestOmittedStructFieldVerifies(t *testing.T) {
+	priv, trusted := keys(t)
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: nexo.io/v1alpha1
+kind: NexoDeploymentProfile
+metadata: {name: hosted, namespace: shop}
+spec:
+  images: {ingress: registry.example.com/nexo/ingress:0.2.0, egress: registry.example.com/nexo/egress:0.2.0}
+`), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := signature.Sign(u, priv, claims); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := u.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := &nexov1alpha1.NexoDeploymentProfile{}
+	if err := yaml.Unmarshal(raw, stored); err != nil {
+		t.Fatal(err)
+	}
+	// What the API server defaults at the top level of the stored spec (no defaults block).
+	stored.Spec.DrainTimeoutSeconds, stored.Spec.ProgressDeadlineSeconds = 30, 600
+	if _, err := signature.Verify(stored, trusted, claims.Audience); err != nil {
+		t.Fatalf("profile without a defaults block: %v", err)
+	}
+}

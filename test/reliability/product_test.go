@@ -45,7 +45,15 @@ type product struct {
 	last       *testinstall.LocalPod // the operator started last
 }
 
+// install sets up the product bound to environmentID, with no Control Plane (the operator alone).
 func install(t *testing.T, watch []string, maxProxies int, opts testcluster.Options) *product {
+	t.Helper()
+	return installFor(t, environmentID, watch, maxProxies, opts, nil)
+}
+
+// installFor installs the chart bound to environment env with extra values (for example the
+// Manager's Control Plane URL).
+func installFor(t *testing.T, env string, watch []string, maxProxies int, opts testcluster.Options, extra map[string]any) *product {
 	t.Helper()
 	ctx := context.Background()
 	opts.Mode = testcluster.Full
@@ -72,7 +80,7 @@ func install(t *testing.T, watch []string, maxProxies int, opts testcluster.Opti
 			t.Fatal(err)
 		}
 	}
-	if err := testinstall.Chart(c, testinstall.Namespace, testinstall.Values(environmentID, watch, nil)); err != nil {
+	if err := testinstall.Chart(c, testinstall.Namespace, testinstall.Values(env, watch, extra)); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.Create(ctx, fleet.RegistrySecret(testinstall.Namespace)); err != nil {
@@ -101,17 +109,40 @@ func (p *product) startOperator(t *testing.T, extra ...string) *testinstall.Loca
 		t.Fatal(err)
 	}
 	args := append([]string{"--license-public-key=" + p.licenseKey, "--leader-elect=false"}, extra...)
-	op, err := testinstall.RunDeployment(context.Background(), p.cluster.Config, testinstall.Namespace, "nexo-operator",
-		testinstall.PodOptions{Dir: dir, Binary: bins["operator"], ExtraArgs: args})
+	op := p.run(t, dir, "nexo-operator", bins["operator"], args)
+	p.last = op
+	return op
+}
+
+// startManager runs the chart's Manager Deployment as a local process, as it is installed
+// (leader election on), and waits until it is ready (a heartbeat succeeded).
+func (p *product) startManager(t *testing.T, extra ...string) *testinstall.LocalPod {
+	t.Helper()
+	p.starts++
+	dir := filepath.Join(p.dir, fmt.Sprintf("manager-%d", p.starts))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p.run(t, dir, "nexo-manager", bins["manager"], extra)
+}
+
+func (p *product) run(t *testing.T, dir, deployment, binary string, args []string) *testinstall.LocalPod {
+	t.Helper()
+	pod, err := testinstall.RunDeployment(context.Background(), p.cluster.Config, testinstall.Namespace, deployment,
+		testinstall.PodOptions{Dir: dir, Binary: binary, ExtraArgs: args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(op.Stop)
-	p.last = op
-	if err := op.WaitReady(context.Background(), 2*time.Minute); err != nil {
-		t.Fatalf("operator: %v", err)
+	t.Cleanup(pod.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s log tail:\n%s", deployment, testcluster.Tail(pod.LogPath, 25))
+		}
+	})
+	if err := pod.WaitReady(context.Background(), 2*time.Minute); err != nil {
+		t.Fatalf("%s: %v", deployment, err)
 	}
-	return op
+	return pod
 }
 
 // createFleet creates the shared graph and n proxies in ns.
