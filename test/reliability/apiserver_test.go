@@ -37,18 +37,18 @@ func TestAPIServerRestart(t *testing.T) {
 	converged := p.converged("shop")
 
 	restarted := make(chan error, 1)
-	stopAt := time.Now()
 	go func() { restarted <- p.cluster.RestartAPIServer(ctx, 3*time.Second) }()
 	if err := waitUntil(time.Minute, func() bool {
 		return p.admin.Get(ctx, clientKey("default", "kubernetes"), &corev1.Service{}) != nil
 	}); err != nil {
 		t.Fatal("the API server never went down")
 	}
+	downAt := time.Now()
 	cmd := cp.deploy(t, env, "shop", "hosted-proxy") // queued while the cluster is unreachable
 	if err := <-restarted; err != nil {
 		t.Fatal(err)
 	}
-	outage := time.Since(stopAt)
+	outage := time.Since(downAt)
 	back := time.Now()
 
 	p.settle(t, "shop", n+1, before, 5*time.Minute)
