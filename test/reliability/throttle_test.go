@@ -78,8 +78,9 @@ func TestThrottledAPIServer(t *testing.T) {
 		fmt.Sprintf("%d proxies converged in %s; %.0f requests refused with 429 and retried; %.0f failed reconciles, %d error log lines; queue depth peak %.0f, last sample %.0f", n, took.Round(100*time.Millisecond), throttled, reconcileErrors, errorsLogged, peak, last))
 }
 
-// scrape reads the operator's metrics: the NexoProxy work queue depth and reconcile errors, and
-// client requests by status code (summed), keyed "name{label}".
+// scrape reads the operator's and the Manager's metrics that the suites look at: work queue
+// depth and reconcile errors by controller, client requests by status code, commands the
+// Manager applied; keyed "name{label}" (sums over other labels).
 func scrape(addr string) (map[string]float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -105,6 +106,8 @@ func scrape(addr string) (map[string]float64, error) {
 				out[name+"{"+labels["controller"]+"}"] += m.GetCounter().GetValue()
 			case "rest_client_requests_total":
 				out[name+"{"+labels["code"]+"}"] += m.GetCounter().GetValue()
+			case "nexo_manager_commands_total":
+				out[name] += m.GetCounter().GetValue()
 			}
 		}
 	}
