@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,6 +119,10 @@ func TestMain(m *testing.M) {
 		w = io.MultiWriter(&operatorLogs, os.Stderr)
 	}
 	ctrllog.SetLogger(zap.New(zap.WriteTo(w), zap.UseDevMode(true)))
+	flag.Parse()
+	if testcluster.Fuzzing() { // the fuzz targets are pure: no cluster for them
+		os.Exit(m.Run())
+	}
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
