@@ -21,6 +21,9 @@ const (
 	// ReasonPullSecretNotShareable: a profile names a Secret of the operator namespace that is
 	// not a registry credential marked shareable by the installer.
 	ReasonPullSecretNotShareable = "PullSecretNotShareable"
+	// ReasonPortConflict: an attached NexoMetrics listens on the proxy's own port, so the proxy
+	// Service would list one port twice (the API server refuses it).
+	ReasonPortConflict = "PortConflict"
 )
 
 // blocked is why a phase cannot pass. wait means a later change (a reference created or
@@ -90,6 +93,9 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		}
 		r.collectSecrets(res, ns, obj)
 	}
+	if b := portConflict(proxy, res.graph.Metrics); b != nil {
+		return nil, b, nil
+	}
 	profile := &nexov1alpha1.NexoDeploymentProfile{}
 	if b, err := r.get(ctx, ns, "NexoDeploymentProfile", proxy.Spec.ProfileRef.Name, "spec.profileRef", profile); b != nil || err != nil {
 		return nil, b, err
@@ -138,6 +144,17 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		res.secrets[key.String()] = secret.Data
 	}
 	return res, nil, nil
+}
+
+// portConflict refuses a NexoMetrics on the proxy's own port (spec.port, 27017 when unset, which
+// the NexoMetrics schema already keeps it off). Found by sending rendered random graphs to an API
+// server: the Service would be refused as a duplicate port, and the proxy stall half-applied.
+func portConflict(proxy *nexov1alpha1.NexoProxy, metrics *nexov1alpha1.NexoMetricsSpec) *blocked {
+	if metrics == nil || proxy.Spec.Port == 0 || metrics.Port != proxy.Spec.Port {
+		return nil
+	}
+	return &blocked{reason: ReasonPortConflict, message: fmt.Sprintf(
+		"the attached NexoMetrics listens on port %d, which is this proxy's own port (spec.port); give the NexoMetrics another port (for example 9216) or the proxy another spec.port", metrics.Port)}
 }
 
 // shareable reports whether a Secret of the operator namespace may be copied into a proxy

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -53,8 +54,20 @@ func ConfigRevision(proxy, name string) string {
 // previous revision, whose config the operator keeps too (so `kubectl rollout undo` finds it).
 const RevisionHistoryLimit = 1
 
-// PullSecretName is the name of a proxy's copy of a profile pull Secret.
-func PullSecretName(proxy, source string) string { return proxy + "-pull-" + source }
+// PullSecretName is the name of a proxy's copy of a profile pull Secret: <proxy>-pull-<source>,
+// or, when that would exceed the 253 characters of a Secret name (a 63-character proxy and a
+// long source; found by FuzzRender), <proxy>-pull-<start of source>-<10 hex of its sha256>:
+// still one name per source, the same on every pass, and starting with <proxy>-pull-.
+func PullSecretName(proxy, source string) string {
+	name := proxy + "-pull-" + source
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(source))
+	suffix := fmt.Sprintf("-%x", sum[:5])
+	keep := validation.DNS1123SubdomainMaxLength - len(proxy) - len("-pull-") - len(suffix)
+	return proxy + "-pull-" + strings.TrimRight(source[:keep], "-.") + suffix
+}
 
 // Labels selects a proxy's generated objects and pods.
 func Labels(proxy string) map[string]string {
