@@ -69,7 +69,8 @@ test: cluster-tools ## Run every test against a real API server (builds the clus
 	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m ./...
 
 # Fuzz targets (package:target); their seed corpora (f.Add and testdata/fuzz) also run in make test.
-FUZZ_TARGETS := signature:FuzzSignVerify license:FuzzParse connecttoken:FuzzParse manifest:FuzzRead controlplane:FuzzRequests preflight:FuzzOffline
+FUZZ_TARGETS := signature:FuzzSignVerify license:FuzzParse connecttoken:FuzzParse manifest:FuzzRead controlplane:FuzzRequests preflight:FuzzOffline \
+	controllers:FuzzResolveGraph render:FuzzRender agent:FuzzCommands
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

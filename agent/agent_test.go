@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -92,6 +93,10 @@ func (c *controlPlane) admin(method, path string, body, out any) int {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testcluster.Fuzzing() { // the fuzz targets are pure: no cluster for them
+		os.Exit(m.Run())
+	}
 	os.Exit(run(m))
 }
 
