@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/signature"
 )
@@ -101,5 +102,5 @@ func TestEveryFieldIsCovered(t *testing.T) {
 	if fields < 100 {
 		t.Errorf("only %d fields tried", fields)
 	}
-	t.Logf("%d one-field changes over %d kinds, every one refused", fields, kinds)
+	reliabilityreport.Figure(t, "one-field changes after signing", fmt.Sprintf("%d changes over %d managed kinds, every one refused", fields, kinds))
 }

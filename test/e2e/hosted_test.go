@@ -42,6 +42,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
@@ -390,7 +391,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		return h != "" && h != first, h
 	})
 	takeover := time.Since(killed)
-	t.Logf("leader takeover %.1fs after kill -9 (lease 15s, renew deadline 10s, retry 2s)", takeover.Seconds())
+	reliabilityreport.Figure(t, "operator leader kill -9, second replica takes over", fmt.Sprintf("%.1fs (lease 15s, renew deadline 10s, retry 2s); the new leader reconciles a redeploy", takeover.Seconds()))
 	deploy(1)
 	waitProxy(t, "the new leader reconciles a redeploy", func(p *nexov1alpha1.NexoProxy) bool { return p.Status.ReadyReplicas == 1 })
 	cp("command", "uninstall", envID, "--proxy", "shop/orders-proxy")
@@ -426,17 +427,20 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	// design (it signs), so that one is not searched there.
 	db, _ := os.ReadFile(path("cp.db"))
 	wal, _ := os.ReadFile(path("cp.db-wal"))
+	hits := 0
 	for name, secret := range secrets {
 		for source, text := range sources {
 			if strings.Contains(text, secret) || strings.Contains(text, base64.StdEncoding.EncodeToString([]byte(secret))) {
 				t.Errorf("the %s appears in the %s", name, source)
+				hits++
 			}
 		}
 		if name != "signing key" && (bytes.Contains(db, []byte(secret)) || bytes.Contains(wal, []byte(secret))) {
 			t.Errorf("the %s appears in the Control Plane's database", name)
+			hits++
 		}
 	}
-	t.Logf("searched %d sources for %d secrets", len(sources)+1, len(secrets))
+	reliabilityreport.Figure(t, "secrets searched for (tokens, license, admin token, signing key; plain and base64)", fmt.Sprintf("%d hits for %d secrets in %d sources (debug logs, CLI output, support bundle, Events, ConfigMaps, Nexo objects, Helm records, Control Plane database)", hits, len(secrets), len(sources)+1))
 }
 
 // pemBody is the base64 body of a PEM block, joined (what a leak would show).

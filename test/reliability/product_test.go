@@ -126,7 +126,28 @@ func (p *product) startManager(t *testing.T, extra ...string) *testinstall.Local
 	return p.run(t, dir, "nexo-manager", bins["manager"], extra)
 }
 
+// startStandbyManager runs a second Manager from the chart's Deployment without waiting for it
+// to be ready: while the other holds the Lease it does not heartbeat, so it never is.
+func (p *product) startStandbyManager(t *testing.T) *testinstall.LocalPod {
+	t.Helper()
+	p.starts++
+	dir := filepath.Join(p.dir, fmt.Sprintf("manager-%d", p.starts))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p.runNoWait(t, dir, "nexo-manager", bins["manager"], nil)
+}
+
 func (p *product) run(t *testing.T, dir, deployment, binary string, args []string) *testinstall.LocalPod {
+	t.Helper()
+	pod := p.runNoWait(t, dir, deployment, binary, args)
+	if err := pod.WaitReady(context.Background(), 2*time.Minute); err != nil {
+		t.Fatalf("%s: %v", deployment, err)
+	}
+	return pod
+}
+
+func (p *product) runNoWait(t *testing.T, dir, deployment, binary string, args []string) *testinstall.LocalPod {
 	t.Helper()
 	pod, err := testinstall.RunDeployment(context.Background(), p.cluster.Config, testinstall.Namespace, deployment,
 		testinstall.PodOptions{Dir: dir, Binary: binary, ExtraArgs: args})
@@ -139,9 +160,6 @@ func (p *product) run(t *testing.T, dir, deployment, binary string, args []strin
 			t.Logf("%s log tail:\n%s", deployment, testcluster.Tail(pod.LogPath, 25))
 		}
 	})
-	if err := pod.WaitReady(context.Background(), 2*time.Minute); err != nil {
-		t.Fatalf("%s: %v", deployment, err)
-	}
 	return pod
 }
 

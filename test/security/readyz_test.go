@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 )
@@ -125,7 +126,11 @@ func TestReadyzIsHonest(t *testing.T) {
 	}
 	waitFor("ready once the caches synced", func(c int) bool { return c == http.StatusOK })
 	proxy.setCut(true)
+	cut := time.Now()
 	waitFor("not ready while the API server does not answer", func(c int) bool { return c == http.StatusInternalServerError })
+	noticed := time.Since(cut)
 	proxy.setCut(false)
+	healed := time.Now()
 	waitFor("ready again once the API server answers", func(c int) bool { return c == http.StatusOK })
+	reliabilityreport.Figure(t, "operator /readyz with the API server cut off", fmt.Sprintf("not ready before the caches synced; not ready %.1fs after the cut; ready %.1fs after the API server answered again, without a restart", noticed.Seconds(), time.Since(healed).Seconds()))
 }
