@@ -65,8 +65,8 @@ cluster-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kub
 	hack/build-tools.sh
 
 .PHONY: test
-test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use).
-	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m ./...
+test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
+	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v /test/reliability)
 
 # Fuzz targets (package:target); their seed corpora (f.Add and testdata/fuzz) also run in make test.
 FUZZ_TARGETS := signature:FuzzSignVerify license:FuzzParse connecttoken:FuzzParse manifest:FuzzRead controlplane:FuzzRequests preflight:FuzzOffline \
@@ -80,6 +80,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (CI: 5s; longer by hand, e.g. F
 	  go test ./$$pkg/ -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) 2>&1 | grep -v '^fuzz: elapsed' | tail -3; \
 	  test $${PIPESTATUS[0]} -eq 0; \
 	done
+
+.PHONY: test-reliability
+test-reliability: cluster-tools ## Inject faults, fuzz every target, print the reliability report (LONG=1: 1000 proxies, 20 kills, 2m per fuzz target; SEED=N).
+	FUZZ_TARGETS="$(FUZZ_TARGETS)" hack/test-reliability.sh
 
 .PHONY: help
 help: ## Show this help.
