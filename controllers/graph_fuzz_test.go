@@ -14,22 +14,9 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/randomgraph"
 	"github.com/nexo-io/nexo-edge/render"
 )
-
-// fuzzBytes hands out the fuzzer's bytes as decisions (zero when they run out).
-type fuzzBytes []byte
-
-func (b *fuzzBytes) next() int {
-	if len(*b) == 0 {
-		return 0
-	}
-	v := int((*b)[0])
-	*b = (*b)[1:]
-	return v
-}
-
-func (b *fuzzBytes) pick(options []string) string { return options[b.next()%len(options)] }
 
 // FuzzResolveGraph resolves random graphs: pipelines whose refs name any catalog kind
 // (schema-only ones too), unknown kinds and non-Nexo kinds, in any slot, with duplicates and
@@ -101,37 +88,37 @@ func resolveRandomGraph(t *testing.T, data []byte) string {
 	_ = nexov1alpha1.AddToScheme(scheme)
 	_ = corev1.AddToScheme(scheme)
 	{
-		in := fuzzBytes(data)
+		in := randomgraph.Decisions(data)
 		ctx := context.Background()
 		ns, opNS := "shop", "nexo-system"
 		ready := func(o nexov1alpha1.Object) {
-			if in.next()%4 != 0 { // mostly Ready
+			if in.Next()%4 != 0 { // mostly Ready
 				setCondition(o, nexov1alpha1.ConditionReady, metav1.ConditionTrue, "Passed", "ok")
 			}
 		}
 		var objs []client.Object
 		pipeline := &nexov1alpha1.NexoPipeline{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns}}
-		if in.next()%2 == 0 {
-			pipeline.Spec.Router = &nexov1alpha1.RouterRef{Kind: in.pick(kinds), Name: in.pick(names)}
+		if in.Next()%2 == 0 {
+			pipeline.Spec.Router = &nexov1alpha1.RouterRef{Kind: in.Pick(kinds), Name: in.Pick(names)}
 		}
-		for i := in.next() % 4; i > 0; i-- {
-			pipeline.Spec.Request = append(pipeline.Spec.Request, nexov1alpha1.RequestStepRef{Kind: in.pick(kinds), Name: in.pick(names)})
+		for i := in.Next() % 4; i > 0; i-- {
+			pipeline.Spec.Request = append(pipeline.Spec.Request, nexov1alpha1.RequestStepRef{Kind: in.Pick(kinds), Name: in.Pick(names)})
 		}
-		for i := in.next() % 4; i > 0; i-- {
-			pipeline.Spec.Response = append(pipeline.Spec.Response, nexov1alpha1.ResponseStepRef{Kind: in.pick(kinds), Name: in.pick(names)})
+		for i := in.Next() % 4; i > 0; i-- {
+			pipeline.Spec.Response = append(pipeline.Spec.Response, nexov1alpha1.ResponseStepRef{Kind: in.Pick(kinds), Name: in.Pick(names)})
 		}
-		for i := in.next() % 3; i > 0; i-- {
-			pipeline.Spec.Connection = append(pipeline.Spec.Connection, nexov1alpha1.ConnectionStepRef{Kind: in.pick(kinds), Name: in.pick(names)})
+		for i := in.Next() % 3; i > 0; i-- {
+			pipeline.Spec.Connection = append(pipeline.Spec.Connection, nexov1alpha1.ConnectionStepRef{Kind: in.Pick(kinds), Name: in.Pick(names)})
 		}
-		if in.next()%8 != 0 {
+		if in.Next()%8 != 0 {
 			ready(pipeline)
 			objs = append(objs, pipeline)
 		}
 		proxy := &nexov1alpha1.NexoProxy{ObjectMeta: metav1.ObjectMeta{Name: "px", Namespace: ns}, Spec: nexov1alpha1.NexoProxySpec{
 			PipelineRef: nexov1alpha1.LocalObjectReference{Name: "p"}, ProfileRef: nexov1alpha1.LocalObjectReference{Name: "prof"},
 			LicenseRef: nexov1alpha1.LocalObjectReference{Name: "lic"}, Upstream: nexov1alpha1.Target{Name: "t", Address: "db:27017"}}}
-		for i := in.next() % 3; i > 0; i-- {
-			proxy.Spec.ObservabilityRefs = append(proxy.Spec.ObservabilityRefs, nexov1alpha1.ObservabilityRef{Kind: in.pick(kinds), Name: in.pick(names)})
+		for i := in.Next() % 3; i > 0; i-- {
+			proxy.Spec.ObservabilityRefs = append(proxy.Spec.ObservabilityRefs, nexov1alpha1.ObservabilityRef{Kind: in.Pick(kinds), Name: in.Pick(names)})
 		}
 		// Objects of any reconciled kind under the pool's names, some missing, some not Ready.
 		for _, k := range catalog.Kinds {
@@ -139,7 +126,7 @@ func resolveRandomGraph(t *testing.T, data []byte) string {
 				continue
 			}
 			for _, name := range names {
-				if in.next()%3 == 0 {
+				if in.Next()%3 == 0 {
 					continue
 				}
 				o, err := scheme.New(nexov1alpha1.GroupVersion.WithKind(k.Kind))
@@ -154,14 +141,14 @@ func resolveRandomGraph(t *testing.T, data []byte) string {
 			}
 		}
 		profile := &nexov1alpha1.NexoDeploymentProfile{ObjectMeta: metav1.ObjectMeta{Name: "prof", Namespace: ns}}
-		for i := in.next() % 3; i > 0; i-- {
-			profile.Spec.ImagePullSecrets = append(profile.Spec.ImagePullSecrets, nexov1alpha1.SecretReference{Name: in.pick([]string{"reg", "token", "gone"})})
+		for i := in.Next() % 3; i > 0; i-- {
+			profile.Spec.ImagePullSecrets = append(profile.Spec.ImagePullSecrets, nexov1alpha1.SecretReference{Name: in.Pick([]string{"reg", "token", "gone"})})
 		}
-		if in.next()%8 != 0 {
+		if in.Next()%8 != 0 {
 			ready(profile)
 			objs = append(objs, profile)
 		}
-		if in.next()%8 != 0 {
+		if in.Next()%8 != 0 {
 			objs = append(objs, &nexov1alpha1.NexoLicense{ObjectMeta: metav1.ObjectMeta{Name: "lic", Namespace: ns}})
 		}
 		objs = append(objs,

@@ -20,10 +20,11 @@ import (
 	"github.com/nexo-io/nexo-edge/render"
 )
 
-// bytes hands out the input as decisions; zeros once it runs out.
-type bytes []byte
+// Decisions hands out a fuzzer's bytes one decision at a time; zeros once they run out.
+type Decisions []byte
 
-func (b *bytes) next() int {
+// Next is the next byte, 0 to 255.
+func (b *Decisions) Next() int {
 	if len(*b) == 0 {
 		return 0
 	}
@@ -32,8 +33,11 @@ func (b *bytes) next() int {
 	return v
 }
 
+// Pick is one of options.
+func (b *Decisions) Pick(options []string) string { return options[b.Next()%len(options)] }
+
 // upTo is a number in [lo, hi], from two bytes.
-func (b *bytes) upTo(lo, hi int) int { return lo + (b.next()<<8|b.next())%(hi-lo+1) }
+func (b *Decisions) upTo(lo, hi int) int { return lo + (b.Next()<<8|b.Next())%(hi-lo+1) }
 
 const (
 	letters = "abcdefghijklmnopqrstuvwxyz"
@@ -41,11 +45,11 @@ const (
 )
 
 // label is a DNS-1035 label of 1 to max characters (a letter first, no '-' last).
-func (b *bytes) label(max int) string {
-	n := 1 + b.next()%max
+func (b *Decisions) label(max int) string {
+	n := 1 + b.Next()%max
 	out := make([]byte, n)
 	for i := range out {
-		switch c := b.next(); {
+		switch c := b.Next(); {
 		case i == 0:
 			out[i] = letters[c%len(letters)]
 		case i < n-1 && c%7 == 0:
@@ -59,27 +63,27 @@ func (b *bytes) label(max int) string {
 
 // subdomain is a DNS-1123 subdomain of up to 253 characters: dot-separated labels; one in four
 // is as long as the API server allows (names built from it must still fit).
-func (b *bytes) subdomain() string {
+func (b *Decisions) subdomain() string {
 	s := b.label(63)
-	if b.next()%4 == 0 {
+	if b.Next()%4 == 0 {
 		for len(s) < 253-2 {
 			s += "." + b.label(min(63, 253-len(s)-1))
 		}
 		return s
 	}
-	for parts := b.next() % 4; parts > 0; parts-- {
+	for parts := b.Next() % 4; parts > 0; parts-- {
 		s += "." + b.label(40)
 	}
 	return s
 }
 
 // image is an image reference of the form the CRDs accept, with a tag or a digest.
-func (b *bytes) image() nexov1alpha1.Image {
+func (b *Decisions) image() nexov1alpha1.Image {
 	ref := "registry.example.com/" + b.label(20) + "/" + b.label(30)
-	if b.next()%3 == 0 {
-		return nexov1alpha1.Image(fmt.Sprintf("%s@sha256:%064x", ref, b.next()))
+	if b.Next()%3 == 0 {
+		return nexov1alpha1.Image(fmt.Sprintf("%s@sha256:%064x", ref, b.Next()))
 	}
-	return nexov1alpha1.Image(fmt.Sprintf("%s:%d.%d.%d", ref, b.next()%10, b.next(), b.next()))
+	return nexov1alpha1.Image(fmt.Sprintf("%s:%d.%d.%d", ref, b.Next()%10, b.Next(), b.Next()))
 }
 
 // FromBytes builds a graph: a proxy in a random namespace with random name, port, replicas,
@@ -87,30 +91,30 @@ func (b *bytes) image() nexov1alpha1.Image {
 // a router and up to six steps of reconciled kinds in allowed slots; maybe observability and
 // a NexoMetrics on its own port.
 func FromBytes(data []byte) *render.Graph {
-	in := bytes(data)
+	in := Decisions(data)
 	scheme := runtime.NewScheme()
 	_ = nexov1alpha1.AddToScheme(scheme)
 
 	proxy := &nexov1alpha1.NexoProxy{}
 	proxy.Name, proxy.Namespace = in.label(63), in.label(63)
 	proxy.Spec.Port = int32(in.upTo(1, 65535))
-	if in.next()%2 == 0 {
+	if in.Next()%2 == 0 {
 		proxy.Spec.Replicas = ptr.To(int32(in.upTo(0, 100)))
 	}
-	if in.next()%3 == 0 {
+	if in.Next()%3 == 0 {
 		proxy.Spec.ProxyImage = in.image()
 	}
-	if in.next()%3 == 0 {
+	if in.Next()%3 == 0 {
 		proxy.Spec.TLS = &nexov1alpha1.ProxyTLS{SecretRef: nexov1alpha1.SecretReference{Name: in.subdomain()}}
-		if in.next()%2 == 0 {
+		if in.Next()%2 == 0 {
 			proxy.Spec.TLS.ClientCASecretRef = &nexov1alpha1.SecretReference{Name: in.subdomain()}
 		}
 	}
 	proxy.Spec.Upstream = nexov1alpha1.Target{Name: in.label(20), Address: nexov1alpha1.Address(in.subdomain() + fmt.Sprintf(":%d", in.upTo(1, 65535)))}
-	if in.next()%4 == 0 {
+	if in.Next()%4 == 0 {
 		proxy.Spec.Upstream.TLS = &nexov1alpha1.UpstreamTLS{CASecretRef: &nexov1alpha1.SecretReference{Name: in.subdomain()}}
 	}
-	if in.next()%4 == 0 {
+	if in.Next()%4 == 0 {
 		proxy.Spec.LocalAccess = &nexov1alpha1.LocalAccess{Enabled: true, NodePort: ptr.To(int32(in.upTo(30000, 32767)))}
 	}
 
@@ -119,10 +123,10 @@ func FromBytes(data []byte) *render.Graph {
 	profile.Spec.Images = nexov1alpha1.RuntimeImages{Ingress: in.image(), Egress: in.image()}
 	profile.Spec.DrainTimeoutSeconds = int32(in.upTo(0, 3600))
 	profile.Spec.ProgressDeadlineSeconds = int32(in.upTo(1, 3600))
-	if in.next()%2 == 0 {
+	if in.Next()%2 == 0 {
 		profile.Spec.Defaults.Replicas = int32(in.upTo(1, 100))
 	}
-	for i := in.next() % 3; i > 0; i-- {
+	for i := in.Next() % 3; i > 0; i-- {
 		profile.Spec.ImagePullSecrets = append(profile.Spec.ImagePullSecrets, nexov1alpha1.SecretReference{Name: in.subdomain()})
 	}
 
@@ -137,32 +141,32 @@ func FromBytes(data []byte) *render.Graph {
 		if len(choices) == 0 {
 			return nil
 		}
-		k := choices[in.next()%len(choices)]
+		k := choices[in.Next()%len(choices)]
 		o, err := scheme.New(nexov1alpha1.GroupVersion.WithKind(k.Kind))
 		if err != nil {
 			panic(err) // the catalog names a kind the API package does not have: a build error
 		}
-		if in.next()%2 == 0 && !slices.ContainsFunc(profile.Spec.StepCatalog, func(s nexov1alpha1.StepImage) bool { return s.Kind == k.Kind }) {
+		if in.Next()%2 == 0 && !slices.ContainsFunc(profile.Spec.StepCatalog, func(s nexov1alpha1.StepImage) bool { return s.Kind == k.Kind }) {
 			// stepCatalog is a map keyed by kind: one image per kind.
 			profile.Spec.StepCatalog = append(profile.Spec.StepCatalog, nexov1alpha1.StepImage{Kind: k.Kind, Image: in.image()})
 		}
 		return &render.Component{Kind: k.Kind, Name: in.subdomain(), Slot: slot, Spec: specOf(o)}
 	}
-	if in.next()%2 == 0 {
+	if in.Next()%2 == 0 {
 		g.Router = component(catalog.SlotRouter)
 	}
-	for i := in.next() % 7; i > 0; i-- {
-		slot := []catalog.Slot{catalog.SlotRequest, catalog.SlotResponse, catalog.SlotConnection}[in.next()%3]
+	for i := in.Next() % 7; i > 0; i-- {
+		slot := []catalog.Slot{catalog.SlotRequest, catalog.SlotResponse, catalog.SlotConnection}[in.Next()%3]
 		if c := component(slot); c != nil {
 			g.Steps = append(g.Steps, *c)
 		}
 	}
-	if in.next()%3 == 0 {
+	if in.Next()%3 == 0 {
 		if c := component(catalog.SlotObservability); c != nil {
 			g.Observability = append(g.Observability, *c)
 		}
 	}
-	if in.next()%3 == 0 {
+	if in.Next()%3 == 0 {
 		// The CRD keeps NexoMetrics off the MongoDB port 27017 (not off the proxy's own port).
 		port := int32(in.upTo(1024, 65535))
 		if port == 27017 {

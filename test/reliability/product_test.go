@@ -103,11 +103,7 @@ func installFor(t *testing.T, env string, watch []string, maxProxies int, opts t
 // once after a kill (the lease hand-over has its own test in test/e2e).
 func (p *product) startOperator(t *testing.T, extra ...string) *testinstall.LocalPod {
 	t.Helper()
-	p.starts++
-	dir := filepath.Join(p.dir, fmt.Sprintf("operator-%d", p.starts))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	dir := p.podDir(t, "operator")
 	args := append([]string{"--license-public-key=" + p.licenseKey, "--leader-elect=false"}, extra...)
 	op := p.run(t, dir, "nexo-operator", bins["operator"], args)
 	p.last = op
@@ -118,24 +114,25 @@ func (p *product) startOperator(t *testing.T, extra ...string) *testinstall.Loca
 // (leader election on), and waits until it is ready (a heartbeat succeeded).
 func (p *product) startManager(t *testing.T, extra ...string) *testinstall.LocalPod {
 	t.Helper()
+	return p.run(t, p.podDir(t, "manager"), "nexo-manager", bins["manager"], extra)
+}
+
+// podDir is a new folder for one local pod (volumes, kubeconfig, log).
+func (p *product) podDir(t *testing.T, name string) string {
+	t.Helper()
 	p.starts++
-	dir := filepath.Join(p.dir, fmt.Sprintf("manager-%d", p.starts))
+	dir := filepath.Join(p.dir, fmt.Sprintf("%s-%d", name, p.starts))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return p.run(t, dir, "nexo-manager", bins["manager"], extra)
+	return dir
 }
 
 // startStandbyManager runs a second Manager from the chart's Deployment without waiting for it
 // to be ready: while the other holds the Lease it does not heartbeat, so it never is.
 func (p *product) startStandbyManager(t *testing.T) *testinstall.LocalPod {
 	t.Helper()
-	p.starts++
-	dir := filepath.Join(p.dir, fmt.Sprintf("manager-%d", p.starts))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return p.runNoWait(t, dir, "nexo-manager", bins["manager"], nil)
+	return p.runNoWait(t, p.podDir(t, "manager"), "nexo-manager", bins["manager"], nil)
 }
 
 func (p *product) run(t *testing.T, dir, deployment, binary string, args []string) *testinstall.LocalPod {
