@@ -34,17 +34,29 @@ suite e2e go test -count=1 -v -timeout 30m -run '^TestHostedPathEndToEnd$' ./tes
 suite readyz go test -count=1 -v -run '^TestReadyzIsHonest$' ./test/security/
 suite tampering go test -count=1 -v -run '^TestEveryFieldIsCovered$' ./signature/
 
+# fuzz PKG NAME LOG: one run; a bare "context deadline exceeded" at the -fuzztime boundary with
+# no failing input written is Go's coordinator race (golang/go#75804, fixed in Go 1.27, not in
+# the 1.26 this builds with), not a finding: that run is repeated once.
+fuzz() {
+  go test "./$1/" -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" > "$3" 2>&1 && return 0
+  if grep -q 'context deadline exceeded' "$3" && ! grep -q 'Failing input written' "$3"; then
+    echo "(the Go fuzzing deadline race, golang/go#75804; running $2 again)"
+    go test "./$1/" -run '^$' -fuzz "^$2\$" -fuzztime "$fuzztime" > "$3" 2>&1 && return 0
+  fi
+  return 1
+}
 for t in ${FUZZ_TARGETS:?set by make test-reliability}; do
   pkg=${t%%:*} name=${t##*:}
   printf '\n==> fuzz %s %s (%s)\n' "$pkg" "$name" "$fuzztime"
-  if go test "./$pkg/" -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" > "$out/fuzz-$name.log" 2>&1; then
-    execs=$(grep -o 'execs: [0-9]*' "$out/fuzz-$name.log" | tail -1 | grep -o '[0-9]*')
+  log="$out/fuzz-$pkg-$name.log"
+  if fuzz "$pkg" "$name" "$log"; then
+    execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
     go run ./hack/reliability-report add "$report" fuzz "$pkg $name ($fuzztime)" "${execs:-0} executions, 0 failures"
-    tail -1 "$out/fuzz-$name.log"
+    tail -1 "$log"
   else
-    tail -20 "$out/fuzz-$name.log"
-    go run ./hack/reliability-report add "$report" fuzz "$pkg $name ($fuzztime)" "FAILED (input kept in $pkg/testdata/fuzz/$name)"
-    failed+=("fuzz $pkg $name (log: $out/fuzz-$name.log)")
+    tail -20 "$log"
+    go run ./hack/reliability-report add "$report" fuzz "$pkg $name ($fuzztime)" "FAILED (a failing input is kept in $pkg/testdata/fuzz/$name)"
+    failed+=("fuzz $pkg $name (log: $log)")
   fi
 done
 
