@@ -29,28 +29,13 @@ import (
 	"github.com/nexo-io/nexo-edge/protocol"
 )
 
-// Labels and annotations the Manager uses.
-const (
-	// OwnerLabel marks objects the Manager created; its value is the Manager's owner id.
-	OwnerLabel = "nexo.io/owner"
-	// AdoptAnnotation on a legacy object, together with Config.AllowAdoption, lets a deploy take
-	// the object over.
-	AdoptAnnotation = "nexo.io/adopt"
-	// FieldManager of every server-side apply.
-	FieldManager = "nexo-manager"
-	// StateConfigMap remembers applied command ids across restarts; StatusConfigMap is read by
-	// nexoctl status and preflight.
-	StateConfigMap  = "nexo-manager-state"
-	StatusConfigMap = "nexo-manager-status"
-)
-
 // Config configures the Manager.
 type Config struct {
 	TokenFile       string
 	ControlPlaneURL string
 	// Namespace holds the Manager's state and status ConfigMaps.
 	Namespace string
-	// OwnerID is the stable value of OwnerLabel on everything the Manager creates. It must be
+	// OwnerID is the stable value of wire.OwnerLabel on everything the Manager creates. It must be
 	// unique per installation; when empty it is "env-<environment id>" from the connect token,
 	// so two environments sharing a cluster never touch each other's objects.
 	OwnerID string
@@ -64,7 +49,7 @@ type Config struct {
 	// Plane advertises in each heartbeat answer; other entries are left alone. "" disables it.
 	TrustedKeysSecret string
 	// AllowAdoption is the migration gate: with it, a deploy may take over an existing object
-	// that carries AdoptAnnotation="true"; without it, any object without the owner label is refused.
+	// that carries wire.AdoptAnnotation="true"; without it, any object without the owner label is refused.
 	AllowAdoption bool
 	Version       string
 	HTTPClient    *http.Client

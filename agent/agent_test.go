@@ -38,14 +38,15 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/fingerprint"
 	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
-	"github.com/nexo-io/nexo-edge/preflight"
 	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 const adminToken = "admin"
@@ -111,7 +112,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	s := operator.Scheme()
+	s := scheme.New()
 	_ = apiextensionsv1.AddToScheme(s)
 	k8s, _ = client.New(cluster.Config, client.Options{Scheme: s})
 
@@ -126,7 +127,7 @@ func run(m *testing.M) int {
 		Entitlements: []string{"NexoTenantIsolation", "NexoRateLimit", "NexoCommandPolicy", "NexoAuthPolicy", "NexoPIIMasking", "NexoResponseLimit", "NexoConnectionPool", "NexoConnectionLimit"}, MaxProxies: 5}, vendorKey)
 	for _, sec := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{"cp.pem": signature.MarshalPublicKey(cpPub)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{wire.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "orders-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("x")}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "reporting-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("y")}},
@@ -262,7 +263,7 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 	inv := v.Inventory
 	ks := &corev1.Namespace{}
 	_ = k8s.Get(context.Background(), client.ObjectKey{Name: "kube-system"}, ks)
-	want, _, _ := preflight.ExpectedFingerprint()
+	want, _, _ := fingerprint.Expected()
 	switch {
 	case inv == nil:
 		t.Fatal("no heartbeat recorded")
@@ -299,7 +300,7 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 	op.Labels["helm.sh/chart"] = "nexo-edge-" + catalog.BuildVersion
 	_ = k8s.Patch(context.Background(), op, client.MergeFrom(before))
 	status := &corev1.ConfigMap{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status); err != nil || status.Data["controlPlaneReachable"] != "true" || status.Data["lastHeartbeatTime"] == "" {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "nexo-system", Name: wire.ManagerStatusConfigMap}, status); err != nil || status.Data[wire.StatusControlPlaneReachable] != "true" || status.Data[wire.StatusLastHeartbeatTime] == "" {
 		t.Errorf("status ConfigMap %v (%v)", status.Data, err)
 	}
 }
@@ -341,7 +342,7 @@ func TestDeployRolloutUninstallUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatalf("deployed proxy never Ready: %+v", p.Status)
 	}
-	if p.Labels[agent.OwnerLabel] != "env-"+envID || !meta.IsStatusConditionTrue(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
+	if p.Labels[wire.OwnerLabel] != "env-"+envID || !meta.IsStatusConditionTrue(p.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
 		t.Errorf("deployed proxy labels %v, conditions %v", p.Labels, p.Status.Conditions)
 	}
 	round(t, a)
@@ -513,7 +514,7 @@ func TestAdoptionNeedsTheMigrationGate(t *testing.T) {
 	if legacy.Spec.MaxConnections != 10 {
 		t.Fatal("the legacy object was modified without the migration gate")
 	}
-	legacy.Annotations = map[string]string{agent.AdoptAnnotation: "true"}
+	legacy.Annotations = map[string]string{wire.AdoptAnnotation: "true"}
 	if err := k8s.Update(ctx, legacy); err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +524,7 @@ func TestAdoptionNeedsTheMigrationGate(t *testing.T) {
 		t.Fatalf("adoption: %+v", c)
 	}
 	_ = k8s.Get(ctx, client.ObjectKeyFromObject(legacy), legacy)
-	if legacy.Spec.MaxConnections != 20 || legacy.Labels[agent.OwnerLabel] != "env-"+envID {
+	if legacy.Spec.MaxConnections != 20 || legacy.Labels[wire.OwnerLabel] != "env-"+envID {
 		t.Errorf("adopted object: %+v %v", legacy.Spec, legacy.Labels)
 	}
 }
@@ -540,14 +541,14 @@ func TestControlPlaneOutageIsReported(t *testing.T) {
 		t.Fatal("the error contains the token")
 	}
 	status := &corev1.ConfigMap{}
-	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status)
-	if status.Data["controlPlaneReachable"] != "false" || status.Data["lastHeartbeatResult"] == "ok" {
+	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ManagerStatusConfigMap}, status)
+	if status.Data[wire.StatusControlPlaneReachable] != "false" || status.Data[wire.StatusLastHeartbeatResult] == "ok" {
 		t.Errorf("outage not reported: %v", status.Data)
 	}
 	cp.hang.Store(false)
 	round(t, a)
-	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: agent.StatusConfigMap}, status)
-	if status.Data["controlPlaneReachable"] != "true" {
+	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ManagerStatusConfigMap}, status)
+	if status.Data[wire.StatusControlPlaneReachable] != "true" {
 		t.Errorf("recovery not reported: %v", status.Data)
 	}
 	for k, v := range status.Data {

@@ -16,6 +16,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/protocol"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // legacyWorkloadConfig is why legacy workload configuration is refused (docs/protocol.md).
@@ -81,11 +82,11 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return failed("%s: %v; nothing was applied", where, err)
-		case existing.GetLabels()[OwnerLabel] == owner:
-		case a.cfg.AllowAdoption && existing.GetAnnotations()[AdoptAnnotation] == "true":
+		case existing.GetLabels()[wire.OwnerLabel] == owner:
+		case a.cfg.AllowAdoption && existing.GetAnnotations()[wire.AdoptAnnotation] == "true":
 			adopted = append(adopted, where)
 		default:
-			return failed("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true); nothing was applied", where, AdoptAnnotation)
+			return failed("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true); nothing was applied", where, wire.AdoptAnnotation)
 		}
 		if err == nil {
 			if have := existingRevision(existing); signed.Revision < have {
@@ -96,19 +97,19 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels[OwnerLabel] = owner // labels are not part of the signature
+		labels[wire.OwnerLabel] = owner // labels are not part of the signature
 		u.SetLabels(labels)
 		u.SetManagedFields(nil)
 		u.SetResourceVersion("")
 		objs = append(objs, u)
 	}
 	for _, u := range objs {
-		if err := a.client.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+		if err := a.client.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(wire.ManagerFieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
 			return failed("the API server refused %s %s/%s: %v; nothing was applied", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}
 	}
 	for i, u := range objs {
-		if err := a.client.Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if err := a.client.Patch(ctx, u, client.Apply, client.FieldOwner(wire.ManagerFieldManager), client.ForceOwnership); err != nil {
 			return failed("apply %s %s/%s: %v (%d of %d applied before it; the next delivery of a deploy converges them)", u.GetKind(), u.GetNamespace(), u.GetName(), err, i, len(objs))
 		}
 	}
@@ -124,7 +125,7 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 
 // existingRevision is the signature revision of an object in the cluster (0 when unsigned).
 func existingRevision(u *unstructured.Unstructured) int64 {
-	rev, _ := strconv.ParseInt(u.GetAnnotations()[signature.RevisionAnnotation], 10, 64)
+	rev, _ := strconv.ParseInt(u.GetAnnotations()[wire.RevisionAnnotation], 10, 64)
 	return rev
 }
 
@@ -145,7 +146,7 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		}
 	}
 	var list nexov1alpha1.NexoProxyList
-	if err := a.client.List(ctx, &list, client.MatchingLabels{OwnerLabel: a.OwnerID()}); err != nil {
+	if err := a.client.List(ctx, &list, client.MatchingLabels{wire.OwnerLabel: a.OwnerID()}); err != nil {
 		return failed("list owned proxies: %v", err)
 	}
 	var changed []string
@@ -166,7 +167,7 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		}
 		patch := client.MergeFrom(p.DeepCopy())
 		p.Spec.ProxyImage = nexov1alpha1.Image(cmd.Image)
-		if err := a.client.Patch(ctx, p, patch, client.FieldOwner(FieldManager)); err != nil {
+		if err := a.client.Patch(ctx, p, patch, client.FieldOwner(wire.ManagerFieldManager)); err != nil {
 			return failed("set the image on %s/%s: %v (%d already changed)", p.Namespace, p.Name, err, len(changed))
 		}
 		changed = append(changed, p.Namespace+"/"+p.Name)
@@ -192,7 +193,7 @@ func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ac
 		}
 		return failed("read NexoProxy %s: %v", key, err)
 	}
-	if p.Labels[OwnerLabel] != a.OwnerID() {
+	if p.Labels[wire.OwnerLabel] != a.OwnerID() {
 		return failed("NexoProxy %s is not owned by this Manager; nothing was deleted", key)
 	}
 	uid := p.UID

@@ -21,6 +21,7 @@ import (
 	"github.com/nexo-io/nexo-edge/connecttoken"
 	"github.com/nexo-io/nexo-edge/protocol"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // FuzzCommands decodes a Control Plane answer the way the Manager does (the heartbeat response
@@ -81,8 +82,8 @@ func FuzzCommands(f *testing.F) {
 		// The cluster: a Manager-owned signed step at revision 2 and an owned proxy.
 		existing := &unstructured.Unstructured{}
 		_ = json.Unmarshal(signed(2), &existing.Object)
-		existing.SetLabels(map[string]string{OwnerLabel: "env-" + env, signature.ManagedByLabel: signature.ManagedByControlPlane})
-		proxy := &nexov1alpha1.NexoProxy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop", Labels: map[string]string{OwnerLabel: "env-" + env}}}
+		existing.SetLabels(map[string]string{wire.OwnerLabel: "env-" + env, wire.ManagedByLabel: wire.ManagedByControlPlane})
+		proxy := &nexov1alpha1.NexoProxy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop", Labels: map[string]string{wire.OwnerLabel: "env-" + env}}}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(existing, proxy).Build()
 		a := New(Config{TokenFile: tokenFile, ControlPlaneURL: "http://cp.invalid", Namespace: "nexo-system",
 			TrustedKeys: func() (map[string]ed25519.PublicKey, error) {

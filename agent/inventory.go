@@ -13,8 +13,9 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/fingerprint"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Inventory collects what a heartbeat reports.
@@ -44,7 +45,7 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 			}
 		}
 	}
-	nexo, err := preflight.NexoCRDs(ctx, a.client)
+	nexo, err := fingerprint.NexoCRDs(ctx, a.client)
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +56,14 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 		}
 	}
 	op := &appsv1.Deployment{}
-	if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: "nexo-operator"}, op); err == nil {
+	if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.OperatorName}, op); err == nil {
 		hb.BundleVersion, hb.InstalledBy = installedBundle(op.Labels)
 	}
 	sort.Strings(hb.InstalledKinds)
-	hb.SchemaFingerprint, _ = preflight.Fingerprint(nexo)
+	hb.SchemaFingerprint, _ = fingerprint.Of(nexo)
 
 	var proxies nexov1alpha1.NexoProxyList
-	if err := a.client.List(ctx, &proxies, client.MatchingLabels{OwnerLabel: a.OwnerID()}); err == nil {
+	if err := a.client.List(ctx, &proxies, client.MatchingLabels{wire.OwnerLabel: a.OwnerID()}); err == nil {
 		for _, p := range proxies.Items {
 			hb.Deployments = append(hb.Deployments, protocol.Deployment{Namespace: p.Namespace, Name: p.Name,
 				Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision})

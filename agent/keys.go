@@ -14,6 +14,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/protocol"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // keyEntryPrefix marks the trusted-keys Secret entries the Manager maintains.
@@ -46,7 +47,7 @@ func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) 
 	err := a.client.Get(ctx, key, secret)
 	if apierrors.IsNotFound(err) {
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{"app.kubernetes.io/part-of": "nexo-edge"}}, Data: want}
+			Labels: map[string]string{wire.PartOfLabel: wire.PartOf}}, Data: want}
 		return a.client.Create(ctx, secret)
 	}
 	if err != nil {

@@ -9,10 +9,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-)
 
-// LeaseName is the Lease that makes one Manager active at a time.
-const LeaseName = "nexo-manager"
+	"github.com/nexo-io/nexo-edge/wire"
+)
 
 // LeaseTimings are the leader-election settings of the Manager's Lease.
 type LeaseTimings struct {
@@ -33,7 +32,7 @@ func RunElected(ctx context.Context, cs kubernetes.Interface, namespace, identit
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock: lock, ReleaseOnCancel: true, Name: LeaseName,
+		Lock: lock, ReleaseOnCancel: true, Name: wire.ManagerLease,
 		LeaseDuration: t.Duration, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
@@ -46,5 +45,5 @@ func RunElected(ctx context.Context, cs kubernetes.Interface, namespace, identit
 }
 
 func metaFor(namespace string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: namespace, Name: LeaseName}
+	return metav1.ObjectMeta{Namespace: namespace, Name: wire.ManagerLease}
 }

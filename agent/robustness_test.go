@@ -30,6 +30,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/protocol"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // craftedCP answers every heartbeat with cmds (a compromised or buggy Control Plane) and records
@@ -115,7 +116,7 @@ func TestSignedManifestWithoutLabelsIsApplied(t *testing.T) {
 		t.Fatalf("ack %+v", ack)
 	}
 	got := &nexov1alpha1.NexoRateLimit{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "no-labels"}, got); err != nil || got.Labels[agent.OwnerLabel] != "env-"+envID {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "no-labels"}, got); err != nil || got.Labels[wire.OwnerLabel] != "env-"+envID {
 		t.Fatalf("applied object %v (%v)", got.Labels, err)
 	}
 }
@@ -199,7 +200,7 @@ func TestRedeliveryAfterALostRecordIsIdempotent(t *testing.T) {
 	}
 	// The crash: the record of the outcome is lost.
 	state := &corev1.ConfigMap{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: agent.StateConfigMap}, state); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ManagerStateConfigMap}, state); err != nil {
 		t.Fatal(err)
 	}
 	delete(state.Data, "redelivered")

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // maxRemembered bounds the applied-command memory; the Control Plane stops redelivering a
@@ -26,7 +27,7 @@ type appliedEntry struct {
 // recorded returns the outcome of a command id this Manager already applied.
 func (a *Agent) recorded(ctx context.Context, id string) (protocol.Ack, bool, error) {
 	cm := &corev1.ConfigMap{}
-	err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: StateConfigMap}, cm)
+	err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.ManagerStateConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
 		return protocol.Ack{}, false, nil
 	}
@@ -48,10 +49,10 @@ func (a *Agent) recorded(ctx context.Context, id string) (protocol.Ack, bool, er
 func (a *Agent) record(ctx context.Context, id string, outcome protocol.Ack) error {
 	raw, _ := json.Marshal(appliedEntry{Ack: outcome, At: time.Now().UTC()})
 	cm := &corev1.ConfigMap{}
-	err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: StateConfigMap}, cm)
+	err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.ManagerStateConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StateConfigMap, Namespace: a.cfg.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/part-of": "nexo-edge"}}, Data: map[string]string{id: string(raw)}}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wire.ManagerStateConfigMap, Namespace: a.cfg.Namespace,
+			Labels: map[string]string{wire.PartOfLabel: wire.PartOf}}, Data: map[string]string{id: string(raw)}}
 		return a.client.Create(ctx, cm)
 	}
 	if err != nil {
@@ -101,23 +102,23 @@ func (a *Agent) recordHeartbeat(ctx context.Context, hbErr error) {
 	if hbErr != nil {
 		result = hbErr.Error()
 	}
-	data := map[string]string{"lastHeartbeatResult": result, "controlPlaneReachable": boolString(hbErr == nil)}
+	data := map[string]string{wire.StatusLastHeartbeatResult: result, wire.StatusControlPlaneReachable: boolString(hbErr == nil)}
 	if !last.IsZero() {
-		data["lastHeartbeatTime"] = last.UTC().Format(time.RFC3339)
+		data[wire.StatusLastHeartbeatTime] = last.UTC().Format(time.RFC3339)
 	}
 	a.updateStatus(ctx, data)
 }
 
 func (a *Agent) setLastCommand(ctx context.Context, cmd protocol.Command, outcome protocol.Ack) {
-	a.updateStatus(ctx, map[string]string{"lastCommand": cmd.ID + " " + cmd.Type + ": " + outcome.Status + ": " + outcome.Message})
+	a.updateStatus(ctx, map[string]string{wire.StatusLastCommand: cmd.ID + " " + cmd.Type + ": " + outcome.Status + ": " + outcome.Message})
 }
 
 func (a *Agent) updateStatus(ctx context.Context, data map[string]string) {
 	cm := &corev1.ConfigMap{}
-	err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: StatusConfigMap}, cm)
+	err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.ManagerStatusConfigMap}, cm)
 	if apierrors.IsNotFound(err) {
-		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: StatusConfigMap, Namespace: a.cfg.Namespace,
-			Labels: map[string]string{"app.kubernetes.io/part-of": "nexo-edge"}}, Data: data}
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wire.ManagerStatusConfigMap, Namespace: a.cfg.Namespace,
+			Labels: map[string]string{wire.PartOfLabel: wire.PartOf}}, Data: data}
 		if err := a.client.Create(ctx, cm); err != nil {
 			a.cfg.Log.Error(err, "cannot write the status ConfigMap")
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/randomgraph"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // FuzzResolveGraph resolves random graphs: pipelines whose refs name any catalog kind
@@ -152,7 +153,7 @@ func resolveRandomGraph(t *testing.T, data []byte) string {
 			objs = append(objs, &nexov1alpha1.NexoLicense{ObjectMeta: metav1.ObjectMeta{Name: "lic", Namespace: ns}})
 		}
 		objs = append(objs,
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: opNS, Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: opNS, Labels: map[string]string{wire.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson},
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Namespace: opNS}, Type: corev1.SecretTypeOpaque},
 			proxy)
 

@@ -21,10 +21,11 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // FieldOwner is the operator's field manager on every write.
-const FieldOwner = client.FieldOwner("nexo-operator")
+const FieldOwner = client.FieldOwner(wire.OperatorName)
 
 // child is one generated object: what we want, what the cache shows, and how to compare and
 // correct the whole object when it has to be read.

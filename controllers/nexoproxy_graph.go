@@ -12,6 +12,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // NexoProxy reasons for a failed phase.
@@ -137,8 +138,8 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 			res.unshareable = append(res.unshareable, ps.Name)
 			return res, &blocked{reason: ReasonPullSecretNotShareable, message: fmt.Sprintf(
 				"image-pull Secret %s (NexoDeploymentProfile %s) in the operator namespace %s is not a shareable registry credential (type %s, label %s=%q): only Secrets of type %s or %s that the installer labelled %s=true are copied into proxy namespaces, and nothing was copied; mark a registry credential with nexoctl install --registry-secret %s=FILE, or remove it from the profile",
-				ps.Name, profile.Name, r.OperatorNamespace, secret.Type, render.RegistryCredentialLabel, secret.Labels[render.RegistryCredentialLabel],
-				corev1.SecretTypeDockerConfigJson, corev1.SecretTypeDockercfg, render.RegistryCredentialLabel, ps.Name)}, nil
+				ps.Name, profile.Name, r.OperatorNamespace, secret.Type, wire.RegistryCredentialLabel, secret.Labels[wire.RegistryCredentialLabel],
+				corev1.SecretTypeDockerConfigJson, corev1.SecretTypeDockercfg, wire.RegistryCredentialLabel, ps.Name)}, nil
 		}
 		res.pullSecrets = append(res.pullSecrets, secret)
 		res.secrets[key.String()] = secret.Data
@@ -160,7 +161,7 @@ func portConflict(proxy *nexov1alpha1.NexoProxy, metrics *nexov1alpha1.NexoMetri
 // shareable reports whether a Secret of the operator namespace may be copied into a proxy
 // namespace: a registry credential type, explicitly marked by the installer (PRODUCT §7).
 func shareable(s *corev1.Secret) bool {
-	return render.ShareableRegistryType(s.Type) && s.Labels[render.RegistryCredentialLabel] == "true"
+	return render.ShareableRegistryType(s.Type) && s.Labels[wire.RegistryCredentialLabel] == "true"
 }
 
 // get reads a typed Nexo object; a missing one blocks the proxy until it is created.

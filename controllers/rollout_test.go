@@ -22,6 +22,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // configOf lists the config ConfigMaps a pod template names.
@@ -188,7 +189,7 @@ func TestConflictOnANewRevisionChangesNothing(t *testing.T) {
 	depBefore := deployment(t, ns)
 
 	// A second shareable registry credential, and someone else's Secret where its copy would go.
-	second := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second-registry", Namespace: operatorNamespace, Labels: map[string]string{render.RegistryCredentialLabel: "true"}},
+	second := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "second-registry", Namespace: operatorNamespace, Labels: map[string]string{wire.RegistryCredentialLabel: "true"}},
 		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
 	foreign := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: render.PullSecretName(proxyName, "second-registry"), Namespace: ns}, Data: map[string][]byte{"theirs": []byte("x")}}
 	for _, o := range []client.Object{second, foreign} {

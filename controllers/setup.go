@@ -17,6 +17,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Options configure every controller.
@@ -51,7 +52,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error
 			err = (&ProxyReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				OperatorNamespace: opts.OperatorNamespace, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures,
-				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: mgr.GetEventRecorder("nexo-operator"),
+				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: mgr.GetEventRecorder(wire.OperatorName),
 			}).SetupWithManager(ctx, mgr)
 		case "NexoLicense":
 			err = (&LicenseReconciler{

@@ -30,8 +30,9 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 const operatorNamespace = "nexo-system"
@@ -159,7 +160,7 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	defer cluster.Stop()
-	if k8s, err = client.New(cluster.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme.New()}); err != nil {
 		return 1, err
 	}
 	var cpPub, vendorPub ed25519.PublicKey
@@ -180,7 +181,7 @@ func run(m *testing.M) (int, error) {
 	}
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: operatorNamespace}, Data: map[string][]byte{"control-plane.pem": signature.MarshalPublicKey(cpPub)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: operatorNamespace, Labels: map[string]string{render.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
+		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: operatorNamespace, Labels: map[string]string{wire.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.example.com":{"auth":"dXNlcjpwYXNz"}}}`)}},
 	} {
 		if err := k8s.Create(ctx, s); err != nil {

@@ -16,11 +16,12 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers"
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // tenantClient is a plain user with edit rights on Nexo objects and Secrets in one namespace
@@ -31,7 +32,7 @@ func tenantClient(t *testing.T, ns string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +73,10 @@ func TestTenantCannotCopyOperatorNamespaceSecrets(t *testing.T) {
 	ctx := context.Background()
 	const token = "nexo-ct-v1.0123456789ab.tenant-must-never-see-this-value"
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-connect-token", Namespace: operatorNamespace}, Data: map[string][]byte{"token": []byte(token)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: operatorNamespace}, Data: map[string][]byte{"token": []byte(token)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "unmarked-registry", Namespace: operatorNamespace}, Type: corev1.SecretTypeDockerConfigJson,
 			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"r.example.com":{"auth":"eDp5"}}}`)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "team-registry", Namespace: operatorNamespace, Labels: map[string]string{render.RegistryCredentialLabel: "true"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-registry", Namespace: operatorNamespace, Labels: map[string]string{wire.RegistryCredentialLabel: "true"}},
 			Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"t.example.com":{"auth":"eDp6"}}}`)}},
 	} {
 		if err := k8s.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -84,21 +85,21 @@ func TestTenantCannotCopyOperatorNamespaceSecrets(t *testing.T) {
 	}
 	tenant := tenantClient(t, ns)
 	// The tenant cannot read the operator namespace directly...
-	if err := tenant.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "nexo-connect-token"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+	if err := tenant.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: wire.ConnectTokenSecret}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("tenant reading the connect token: %v, want Forbidden", err)
 	}
 	// ...nor through the operator.
 	applyGraphAs(t, tenant, ns, validLicense(t), func(kind string, u *unstructured.Unstructured) bool {
 		if kind == "NexoDeploymentProfile" {
-			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "nexo-connect-token"}}, "spec", "imagePullSecrets")
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": wire.ConnectTokenSecret}}, "spec", "imagePullSecrets")
 		}
 		return true
 	})
 	p := waitProxy(t, ns, time.Minute, "blocked on the connect token", hasReason(controllers.ReasonPullSecretNotShareable))
-	if _, msg := readyReason(p); !strings.Contains(msg, "nexo-connect-token") || strings.Contains(msg, token) {
+	if _, msg := readyReason(p); !strings.Contains(msg, wire.ConnectTokenSecret) || strings.Contains(msg, token) {
 		t.Errorf("reason does not name the Secret (or shows its value): %s", msg)
 	}
-	if secretExists(t, ns, render.PullSecretName(proxyName, "nexo-connect-token")) {
+	if secretExists(t, ns, render.PullSecretName(proxyName, wire.ConnectTokenSecret)) {
 		t.Fatal("the connect token was copied into the tenant namespace")
 	}
 	if secretExists(t, ns, proxyName) || func() bool {
@@ -149,7 +150,7 @@ func TestTenantCannotCopyOperatorNamespaceSecrets(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "team-registry"}, src); err != nil {
 		t.Fatal(err)
 	}
-	delete(src.Labels, render.RegistryCredentialLabel)
+	delete(src.Labels, wire.RegistryCredentialLabel)
 	if err := k8s.Update(ctx, src); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestSignatureCannotBeSwitchedOffOrReplayed(t *testing.T) {
 	}
 	old := p.DeepCopy()
 	p.Spec.Replicas = ptr.To(replicas + 3)
-	delete(p.Labels, signature.ManagedByLabel)
+	delete(p.Labels, wire.ManagedByLabel)
 	if err := k8s.Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestSignatureCannotBeSwitchedOffOrReplayed(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: proxyName}, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{signature.SignatureAnnotation, signature.KeyIDAnnotation, signature.AudienceAnnotation, signature.RevisionAnnotation} {
+	for _, k := range []string{wire.SignatureAnnotation, wire.KeyIDAnnotation, wire.AudienceAnnotation, wire.RevisionAnnotation} {
 		delete(p.Annotations, k)
 	}
 	if err := k8s.Update(ctx, p); err != nil {

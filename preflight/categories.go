@@ -15,6 +15,8 @@ import (
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/connecttoken"
+	"github.com/nexo-io/nexo-edge/fingerprint"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // MinKubernetesVersion is the oldest Kubernetes this build supports.
@@ -45,8 +47,8 @@ func ClusterCategories(pre bool) []Category {
 		}},
 		supportMatrixCategory(),
 		Category{Name: "nexo-edge-components", Checks: []Check{
-			{ID: "operator-available", Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-operator", Run: checkAvailable("nexo-operator")},
-			{ID: "manager-available", Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-manager", Run: ifManagerInstalled(checkAvailable("nexo-manager"))},
+			{ID: "operator-available", Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-operator", Run: checkAvailable(wire.OperatorName)},
+			{ID: "manager-available", Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-manager", Run: ifManagerInstalled(checkAvailable(wire.ManagerName))},
 			{ID: "connect-token", Description: "connect-token Secret is present and well-formed", Hint: "save the token the Control Plane gave you to ./connect-token, then run nexoctl install --token-file ./connect-token -n {namespace}", Run: ifManagerInstalled(checkToken)},
 			{ID: "manager-heartbeat", Description: "nexo-manager reaches the Control Plane", Hint: "kubectl -n {namespace} logs deployment/nexo-manager; check the Control Plane URL and outbound network policy", Run: ifManagerInstalled(checkManagerHeartbeat)},
 			{ID: "images-pinned", Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
@@ -210,11 +212,11 @@ func checkFingerprint(ctx context.Context, e *Env) Outcome {
 	if err != nil {
 		return fail(err.Error())
 	}
-	want, wantPer, err := ExpectedFingerprint()
+	want, wantPer, err := fingerprint.Expected()
 	if err != nil {
 		return fail(err.Error())
 	}
-	got, gotPer := Fingerprint(crds)
+	got, gotPer := fingerprint.Of(crds)
 	if got == want {
 		return ok("sha256:" + got[:16])
 	}
@@ -235,7 +237,7 @@ func operatorSupport(ctx context.Context, e *Env) (string, map[string]catalog.Su
 	if e.Offline {
 		return catalog.BuildVersion, SupportMatrix[catalog.BuildVersion], nil
 	}
-	d, err := e.deployment(ctx, "nexo-operator")
+	d, err := e.deployment(ctx, wire.OperatorName)
 	if err != nil || d == nil {
 		return "", SupportMatrix[catalog.BuildVersion], err
 	}
@@ -374,7 +376,7 @@ func pipelineRefs(p *unstructured.Unstructured) []ref {
 // and that is not an error. Either one present means the Manager is expected, and checked.
 func ifManagerInstalled(check func(context.Context, *Env) Outcome) func(context.Context, *Env) Outcome {
 	return func(ctx context.Context, e *Env) Outcome {
-		d, err := e.deployment(ctx, "nexo-manager")
+		d, err := e.deployment(ctx, wire.ManagerName)
 		if err == nil && d == nil {
 			err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.TokenSecret}, &corev1.Secret{})
 			if apierrors.IsNotFound(err) {
@@ -430,16 +432,16 @@ func checkToken(ctx context.Context, e *Env) Outcome {
 // checkManagerHeartbeat reads the status object the Manager writes (ConfigMap nexo-manager-status).
 func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
 	cm := &corev1.ConfigMap{}
-	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: "nexo-manager-status"}, cm); err != nil {
+	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return warn("the Manager has not reported a heartbeat yet")
 		}
 		return fail(err.Error())
 	}
-	last, err := time.Parse(time.RFC3339, cm.Data["lastHeartbeatTime"])
+	last, err := time.Parse(time.RFC3339, cm.Data[wire.StatusLastHeartbeatTime])
 	switch {
-	case cm.Data["controlPlaneReachable"] != "true":
-		return warn("the Control Plane is unreachable: " + cm.Data["lastHeartbeatResult"])
+	case cm.Data[wire.StatusControlPlaneReachable] != "true":
+		return warn("the Control Plane is unreachable: " + cm.Data[wire.StatusLastHeartbeatResult])
 	case err != nil:
 		return warn("no successful heartbeat yet")
 	}
@@ -453,7 +455,7 @@ func checkImagesPinned(ctx context.Context, e *Env) Outcome {
 			images = append(images, imagesOf(o)...)
 		}
 	} else {
-		for _, name := range []string{"nexo-operator", "nexo-manager"} {
+		for _, name := range []string{wire.OperatorName, wire.ManagerName} {
 			if d, err := e.deployment(ctx, name); err == nil && d != nil {
 				for _, c := range d.Spec.Template.Spec.Containers {
 					images = append(images, c.Image)

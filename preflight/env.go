@@ -17,7 +17,9 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/fingerprint"
 	"github.com/nexo-io/nexo-edge/manifest"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Env is what the checks look at: a cluster, or a folder of manifests (Offline).
@@ -51,7 +53,7 @@ func NewClusterEnv(cfg *rest.Config, namespace string) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Client: c, Discovery: d, Namespace: namespace, TokenSecret: "nexo-connect-token"}, nil
+	return &Env{Client: c, Discovery: d, Namespace: namespace, TokenSecret: wire.ConnectTokenSecret}, nil
 }
 
 // LoadDir reads manifests for offline checks: every .yaml/.yml/.json file under a folder, one
@@ -67,26 +69,10 @@ func LoadDir(dir string, stdin io.Reader) (*Env, error) {
 	return &Env{Offline: true, Objects: objs}, nil
 }
 
-// NexoCRDs lists the nexo.io CRDs installed in a cluster. nexoctl preflight and the Manager both
-// fingerprint what it returns.
-func NexoCRDs(ctx context.Context, c client.Reader) ([]apiextensionsv1.CustomResourceDefinition, error) {
-	var list apiextensionsv1.CustomResourceDefinitionList
-	if err := c.List(ctx, &list); err != nil {
-		return nil, err
-	}
-	var out []apiextensionsv1.CustomResourceDefinition
-	for _, crd := range list.Items {
-		if crd.Spec.Group == catalog.Group {
-			out = append(out, crd)
-		}
-	}
-	return out, nil
-}
-
 // installedCRDs lists the nexo.io CRDs once per run; several checks read them.
 func (e *Env) installedCRDs(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
 	if e.crds == nil {
-		crds, err := NexoCRDs(ctx, e.Client)
+		crds, err := fingerprint.NexoCRDs(ctx, e.Client)
 		if err != nil {
 			return nil, err
 		}
@@ -163,7 +149,7 @@ func contains(list []string, s string) bool {
 // OperatorVersionInCluster returns the version of the nexo-operator Deployment in the install
 // namespace, or "" when there is none.
 func (e *Env) OperatorVersionInCluster(ctx context.Context) (string, error) {
-	d, err := e.deployment(ctx, "nexo-operator")
+	d, err := e.deployment(ctx, wire.OperatorName)
 	if err != nil || d == nil {
 		return "", err
 	}

@@ -311,11 +311,6 @@ func Service(g *Graph) *corev1.Service {
 // CopiedFromKey names the source of a pull-Secret copy.
 const CopiedFromKey = "nexo.io/copied-from"
 
-// RegistryCredentialLabel="true" is the installer's mark on a Secret of the operator namespace
-// that proxies may use as an image-pull Secret. Only Secrets that carry it and have a registry
-// type (ShareableRegistryType) are ever copied into a proxy namespace (PRODUCT §7).
-const RegistryCredentialLabel = "nexo.io/registry-credential"
-
 // ShareableRegistryType reports whether a Secret type is a registry credential.
 func ShareableRegistryType(t corev1.SecretType) bool {
 	return t == corev1.SecretTypeDockerConfigJson || t == corev1.SecretTypeDockercfg

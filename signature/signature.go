@@ -43,16 +43,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/config/crd"
-)
-
-// Label and annotation keys.
-const (
-	ManagedByLabel        = "nexo.io/managed-by"
-	ManagedByControlPlane = "control-plane"
-	SignatureAnnotation   = "nexo.io/signature"
-	KeyIDAnnotation       = "nexo.io/signing-key-id"
-	AudienceAnnotation    = "nexo.io/signature-audience"
-	RevisionAnnotation    = "nexo.io/signature-revision"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Verification failures; Verify wraps them with detail.
@@ -67,12 +58,12 @@ var (
 // or any signature annotation. The label is not signed, so removing it never turns a signed
 // object into an unverified one.
 func IsManaged(labels, annotations map[string]string) bool {
-	return labels[ManagedByLabel] == ManagedByControlPlane || HasSignature(annotations)
+	return labels[wire.ManagedByLabel] == wire.ManagedByControlPlane || HasSignature(annotations)
 }
 
 // HasSignature reports whether any signature annotation is present.
 func HasSignature(annotations map[string]string) bool {
-	for _, k := range []string{SignatureAnnotation, KeyIDAnnotation, AudienceAnnotation, RevisionAnnotation} {
+	for _, k := range []string{wire.SignatureAnnotation, wire.KeyIDAnnotation, wire.AudienceAnnotation, wire.RevisionAnnotation} {
 		if _, ok := annotations[k]; ok {
 			return true
 		}
@@ -145,7 +136,7 @@ func Sign(obj runtime.Object, priv ed25519.PrivateKey, c Claims) error {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[ManagedByLabel] = ManagedByControlPlane
+	labels[wire.ManagedByLabel] = wire.ManagedByControlPlane
 	u.SetLabels(labels)
 	data, err := Canonical(obj, c)
 	if err != nil {
@@ -155,10 +146,10 @@ func Sign(obj runtime.Object, priv ed25519.PrivateKey, c Claims) error {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[SignatureAnnotation] = base64.StdEncoding.EncodeToString(ed25519.Sign(priv, data))
-	ann[KeyIDAnnotation] = KeyID(priv.Public().(ed25519.PublicKey))
-	ann[AudienceAnnotation] = c.Audience
-	ann[RevisionAnnotation] = strconv.FormatInt(c.Revision, 10)
+	ann[wire.SignatureAnnotation] = base64.StdEncoding.EncodeToString(ed25519.Sign(priv, data))
+	ann[wire.KeyIDAnnotation] = KeyID(priv.Public().(ed25519.PublicKey))
+	ann[wire.AudienceAnnotation] = c.Audience
+	ann[wire.RevisionAnnotation] = strconv.FormatInt(c.Revision, 10)
 	u.SetAnnotations(ann)
 	return nil
 }
@@ -173,17 +164,17 @@ func Verify(obj runtime.Object, trusted map[string]ed25519.PublicKey, audience s
 		return Signed{}, fmt.Errorf("cannot verify %T", obj)
 	}
 	ann := u.GetAnnotations()
-	sig, keyID := ann[SignatureAnnotation], ann[KeyIDAnnotation]
+	sig, keyID := ann[wire.SignatureAnnotation], ann[wire.KeyIDAnnotation]
 	if sig == "" || keyID == "" {
 		return Signed{}, ErrUnsigned
 	}
-	out := Signed{KeyID: keyID, Claims: Claims{Audience: ann[AudienceAnnotation]}}
-	if out.Audience == "" || ann[RevisionAnnotation] == "" {
-		return out, fmt.Errorf("%w: the signature has no %s or %s annotation; have the Control Plane re-sign it", ErrUnsigned, AudienceAnnotation, RevisionAnnotation)
+	out := Signed{KeyID: keyID, Claims: Claims{Audience: ann[wire.AudienceAnnotation]}}
+	if out.Audience == "" || ann[wire.RevisionAnnotation] == "" {
+		return out, fmt.Errorf("%w: the signature has no %s or %s annotation; have the Control Plane re-sign it", ErrUnsigned, wire.AudienceAnnotation, wire.RevisionAnnotation)
 	}
-	rev, err := strconv.ParseInt(ann[RevisionAnnotation], 10, 64)
+	rev, err := strconv.ParseInt(ann[wire.RevisionAnnotation], 10, 64)
 	if err != nil || rev < 1 {
-		return out, fmt.Errorf("%w: %s must be a whole number of at least 1", ErrMismatch, RevisionAnnotation)
+		return out, fmt.Errorf("%w: %s must be a whole number of at least 1", ErrMismatch, wire.RevisionAnnotation)
 	}
 	out.Revision = rev
 	pub, ok := trusted[keyID]

@@ -12,6 +12,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 const proxyYAML = `
@@ -111,7 +112,7 @@ func TestVerifyFailures(t *testing.T) {
 		}, signature.ErrMismatch},
 		"unsigned": {func() *nexov1alpha1.NexoProxy {
 			p := signed()
-			delete(p.Annotations, signature.SignatureAnnotation)
+			delete(p.Annotations, wire.SignatureAnnotation)
 			return p
 		}, signature.ErrUnsigned},
 		"unknown key": {func() *nexov1alpha1.NexoProxy {
@@ -123,12 +124,12 @@ func TestVerifyFailures(t *testing.T) {
 		}, signature.ErrUnknownKey},
 		"revision edited (replay of an older one under a new number)": {func() *nexov1alpha1.NexoProxy {
 			p := signed()
-			p.Annotations[signature.RevisionAnnotation] = "8"
+			p.Annotations[wire.RevisionAnnotation] = "8"
 			return p
 		}, signature.ErrMismatch},
 		"audience edited": {func() *nexov1alpha1.NexoProxy {
 			p := signed()
-			p.Annotations[signature.AudienceAnnotation] = "env-other"
+			p.Annotations[wire.AudienceAnnotation] = "env-other"
 			return p
 		}, signature.ErrMismatch},
 		"signed for another environment": {func() *nexov1alpha1.NexoProxy {
@@ -140,13 +141,13 @@ func TestVerifyFailures(t *testing.T) {
 		}, signature.ErrAudience},
 		"no audience or revision (an old-style signature)": {func() *nexov1alpha1.NexoProxy {
 			p := signed()
-			delete(p.Annotations, signature.AudienceAnnotation)
-			delete(p.Annotations, signature.RevisionAnnotation)
+			delete(p.Annotations, wire.AudienceAnnotation)
+			delete(p.Annotations, wire.RevisionAnnotation)
 			return p
 		}, signature.ErrUnsigned},
 		"garbage signature": {func() *nexov1alpha1.NexoProxy {
 			p := signed()
-			p.Annotations[signature.SignatureAnnotation] = "!!!"
+			p.Annotations[wire.SignatureAnnotation] = "!!!"
 			return p
 		}, signature.ErrMismatch},
 	}
@@ -172,7 +173,7 @@ func TestVerifyFailures(t *testing.T) {
 }
 
 func TestManagedFollowsTheAnnotationsNotOnlyTheLabel(t *testing.T) {
-	if !signature.IsManaged(nil, map[string]string{signature.SignatureAnnotation: "x"}) {
+	if !signature.IsManaged(nil, map[string]string{wire.SignatureAnnotation: "x"}) {
 		t.Fatal("an object with a signature annotation but no managed-by label counts as unmanaged")
 	}
 	if signature.IsManaged(map[string]string{"team": "a"}, map[string]string{"note": "b"}) {

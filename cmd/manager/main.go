@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,7 +22,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/agent"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -57,8 +56,7 @@ func main() {
 	// the Secret changes, so a rotated or revoked key applies without a restart.
 	cfg.TrustedKeys = func() (map[string]ed25519.PublicKey, error) { return readKeysDir(keysDir) }
 	restConfig := ctrl.GetConfigOrDie()
-	scheme := operator.Scheme()
-	_ = apiextensionsv1.AddToScheme(scheme)
+	scheme := scheme.New()
 	c, err := client.New(restConfig, client.Options{Scheme: scheme})
 	if err != nil {
 		log.Error(err, "cannot build a client")

@@ -35,10 +35,10 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/fleet"
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -84,7 +84,7 @@ func run() error {
 		return err
 	}
 	defer cl.Stop()
-	c, err := client.New(cl.Config, client.Options{Scheme: operator.Scheme()})
+	c, err := client.New(cl.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}

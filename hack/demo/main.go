@@ -38,11 +38,11 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/controlplane"
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -240,7 +240,7 @@ func (d *demo) up(ctx context.Context) error {
 		raw, _ := os.ReadFile(c.Kubeconfig)
 		_ = os.WriteFile(kubeconfig, raw, 0o600)
 	}
-	scheme := operator.Scheme()
+	scheme := scheme.New()
 	_ = apiextensionsv1.AddToScheme(scheme)
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

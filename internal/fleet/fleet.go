@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Entitlements are the licensed step kinds the shared graph uses.
@@ -27,7 +27,7 @@ const SharedStep = "per-client"
 // RegistrySecret is a registry credential of the operator namespace marked shareable, as
 // nexoctl install --registry-secret creates it; the shared profile names it.
 func RegistrySecret(operatorNS string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: operatorNS, Labels: map[string]string{render.RegistryCredentialLabel: "true"}},
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: operatorNS, Labels: map[string]string{wire.RegistryCredentialLabel: "true"}},
 		Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
 }
 

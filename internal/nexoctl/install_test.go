@@ -29,6 +29,7 @@ import (
 	"github.com/nexo-io/nexo-edge/charts"
 	"github.com/nexo-io/nexo-edge/connecttoken"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // releaseRecords returns the decoded content of every Helm release Secret in ns.
@@ -117,7 +118,7 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("install: exit %d\n%s\n%s", code, out, errOut)
 	}
 	sec := &corev1.Secret{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-connect-token"}, sec); err != nil || string(sec.Data["token"]) != token {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ConnectTokenSecret}, sec); err != nil || string(sec.Data["token"]) != token {
 		t.Fatalf("token Secret: %v", err)
 	}
 	// The token Secret is written before the release (a first install with --wait waits for a
@@ -189,7 +190,7 @@ func TestInstall(t *testing.T) {
 	if _, errOut, code := run(t, "", append(kc, "install", "-n", "nexo-newer", "--release", "newer", "--token-file", good)...); code != 1 || !strings.Contains(errOut, "runs chart 9.9.9, newer than this nexoctl's") {
 		t.Errorf("downgrade without --force: exit %d %s", code, errOut)
 	}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-newer", Name: "nexo-connect-token"}, &corev1.Secret{}); err == nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-newer", Name: wire.ConnectTokenSecret}, &corev1.Secret{}); err == nil {
 		t.Error("a refused downgrade still wrote the token Secret")
 	}
 	if out, errOut, code := run(t, "", append(kc, "install", "-n", "nexo-newer", "--release", "newer", "--token-file", good, "--force")...); code != 0 || !strings.Contains(out, "upgraded") || !strings.Contains(out, "(release newer)") {
@@ -261,7 +262,7 @@ func TestInstallNextToOLM(t *testing.T) {
 		t.Errorf("a Helm release was installed next to OLM (%d records)", len(records))
 	}
 	sec := &corev1.Secret{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: "nexo-connect-token"}, sec); err != nil || string(sec.Data["token"]) != token {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ConnectTokenSecret}, sec); err != nil || string(sec.Data["token"]) != token {
 		t.Errorf("token Secret not installed: %v", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/preflight"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -214,7 +215,7 @@ func TestSignAndVerify(t *testing.T) {
 	manifest := "apiVersion: nexo.io/v1alpha1\nkind: NexoRateLimit\nmetadata: {name: rl, namespace: shop}\nspec: {operationsPerSecond: 5}\n"
 
 	signed, errOut, code := run(t, manifest, "sign", "--key-file", keyFile, "--environment", "env0a1b2c3", "--revision", "3", "-f", "-")
-	if code != 0 || !strings.Contains(signed, signature.SignatureAnnotation) {
+	if code != 0 || !strings.Contains(signed, wire.SignatureAnnotation) {
 		t.Fatalf("sign: exit %d %s\n%s", code, errOut, signed)
 	}
 	signedFile := filepath.Join(dir, "signed.yaml")

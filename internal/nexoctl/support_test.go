@@ -20,6 +20,7 @@ import (
 	"github.com/nexo-io/nexo-edge/connecttoken"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // TestSupportBundleRedactsEverySecret plants a known connect token and license document where a
@@ -40,9 +41,9 @@ func TestSupportBundleRedactsEverySecret(t *testing.T) {
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nexo-system"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-connect-token", Namespace: "nexo-system"}, Data: map[string][]byte{"token": []byte(token)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: "nexo-system"}, Data: map[string][]byte{"token": []byte(token)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(licenseDoc)}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nexo-manager-status", Namespace: "nexo-system"}, Data: map[string]string{"lastHeartbeatResult": "401 for token " + token}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wire.ManagerStatusConfigMap, Namespace: "nexo-system"}, Data: map[string]string{wire.StatusLastHeartbeatResult: "401 for token " + token}},
 		proxy,
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "orders-proxy.1", Namespace: "shop"}, Type: "Warning", Reason: "Blocked",
 			Message:        "license " + licenseDoc + " did not verify",

@@ -13,10 +13,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,7 +28,9 @@ import (
 	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Config is the operator's configuration (one field per flag).
@@ -98,18 +98,6 @@ func metricsOptions(cfg Config) metricsserver.Options {
 	return o
 }
 
-// Scheme holds the built-in kinds and the nexo.io kinds.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := nexov1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // New builds the manager: scoped caches, trusted keys loaded before any controller starts (so a
 // restart does not flap signature verdicts), the catalog's reconciled kinds registered, health
 // checks added. It returns the registered kinds too.
@@ -160,14 +148,14 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	restConfig = rest.CopyConfig(restConfig)
 	restConfig.DisableCompression = true
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  Scheme(),
+		Scheme:                  scheme.New(),
 		Cache:                   cacheOpts,
 		Metrics:                 metricsOptions(cfg),
 		HealthProbeBindAddress:  cfg.ProbeAddr,
 		PprofBindAddress:        cfg.PprofAddr,
 		MapperProvider:          newRESTMapper,
 		LeaderElection:          cfg.LeaderElect,
-		LeaderElectionID:        "nexo-operator.nexo.io",
+		LeaderElectionID:        wire.OperatorLeaderElectionID,
 		LeaderElectionNamespace: cfg.OperatorNamespace,
 		Controller:              ctrlconfig.Controller{SkipNameValidation: &cfg.SkipNameValidation},
 	})

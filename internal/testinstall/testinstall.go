@@ -17,6 +17,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/charts"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Namespace is where the tests install the chart (the product's default).
@@ -74,12 +75,12 @@ func Values(environmentID string, watch []string, extra map[string]any) map[stri
 
 // Operator and Manager return client configs that authenticate as the chart's ServiceAccounts.
 func Operator(ctx context.Context, c *testcluster.Cluster) (*rest.Config, error) {
-	return c.ServiceAccountConfig(ctx, Namespace, "nexo-operator")
+	return c.ServiceAccountConfig(ctx, Namespace, wire.OperatorName)
 }
 
 // Manager returns a client config for the chart's nexo-manager ServiceAccount.
 func Manager(ctx context.Context, c *testcluster.Cluster) (*rest.Config, error) {
-	return c.ServiceAccountConfig(ctx, Namespace, "nexo-manager")
+	return c.ServiceAccountConfig(ctx, Namespace, wire.ManagerName)
 }
 
 // Tenant returns a client config for the tenant of ns (PRODUCT §7): a plain user, tenant-<ns>,

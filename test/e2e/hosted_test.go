@@ -41,13 +41,14 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/controlplane"
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 var (
@@ -93,7 +94,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	if k8s, err = client.New(cluster.Config, client.Options{Scheme: operator.Scheme()}); err != nil {
+	if k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme.New()}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -322,7 +323,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	})
 	deploy(2)
 	waitProxy(t, "the proxy redeployed under the new key is Ready", func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Annotations[signature.KeyIDAnnotation] == newKey && p.Status.ReadyReplicas == 2
+		return p.Annotations[wire.KeyIDAnnotation] == newKey && p.Status.ReadyReplicas == 2
 	})
 	for k := range oldKey {
 		cp("signing-key", "retire", k)
@@ -375,7 +376,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	second := start("nexo-operator", bins["operator"], "--license-public-key="+path("license-authority.pem"))
 	leader := func() string {
 		l := &coordinationv1.Lease{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: "nexo-operator.nexo.io"}, l); err != nil || l.Spec.HolderIdentity == nil {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: wire.OperatorLeaderElectionID}, l); err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}
 		return *l.Spec.HolderIdentity
@@ -638,7 +639,7 @@ func teamRoles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := client.New(cfg, client.Options{Scheme: operator.Scheme()})
+		c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 		if err != nil {
 			t.Fatal(err)
 		}

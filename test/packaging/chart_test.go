@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/manifest"
+	"github.com/nexo-io/nexo-edge/scheme"
 )
 
 var chartDir = filepath.Join(testcluster.RepoRoot(), "charts", "nexo-edge")
@@ -101,7 +101,7 @@ func TestChartInstallsIntoRestrictedNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	scheme := operator.Scheme()
+	scheme := scheme.New()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}

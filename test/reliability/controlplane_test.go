@@ -17,6 +17,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 const adminToken = "reliability-admin-token-0123456789"
@@ -108,7 +109,7 @@ func hosted(t *testing.T, cp *controlPlaneProcess, managerURL string, watch []st
 	t.Helper()
 	env, token := cp.createEnvironment(t, "reliability")
 	p := installFor(t, env, watch, maxProxies, opts, map[string]any{"manager": map[string]any{"controlPlaneURL": managerURL}})
-	must(t, p.admin.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nexo-connect-token", Namespace: testinstall.Namespace},
+	must(t, p.admin.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: testinstall.Namespace},
 		Data: map[string][]byte{"token": []byte(token)}}))
 	return p, env
 }

@@ -20,11 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nexo-io/nexo-edge/agent"
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Faults the link between the Manager and the Control Plane injects.
@@ -185,9 +185,9 @@ func TestControlPlaneFaults(t *testing.T) {
 		// The Manager reports the failure in its status ConfigMap; the Control Plane sees the
 		// heartbeat age grow.
 		status := &corev1.ConfigMap{}
-		must(t, p.admin.Get(ctx, clientKey(testinstall.Namespace, agent.StatusConfigMap), status))
-		if fault != faultAck5xx && status.Data["controlPlaneReachable"] != "false" {
-			t.Errorf("%s: the Manager's status says reachable %q (%q)", fault, status.Data["controlPlaneReachable"], status.Data["lastHeartbeatResult"])
+		must(t, p.admin.Get(ctx, clientKey(testinstall.Namespace, wire.ManagerStatusConfigMap), status))
+		if fault != faultAck5xx && status.Data[wire.StatusControlPlaneReachable] != "false" {
+			t.Errorf("%s: the Manager's status says reachable %q (%q)", fault, status.Data[wire.StatusControlPlaneReachable], status.Data[wire.StatusLastHeartbeatResult])
 		}
 		var maxAge int64
 		if v := cp.view(t, env); v.AgeSeconds != nil {
@@ -244,11 +244,11 @@ func TestControlPlaneFaults(t *testing.T) {
 	cp.start(t)
 	if err := waitUntil(2*time.Minute, func() bool {
 		cm := &corev1.ConfigMap{}
-		return p.admin.Get(ctx, clientKey(testinstall.Namespace, agent.StatusConfigMap), cm) == nil &&
-			strings.Contains(cm.Data["lastHeartbeatResult"], "401") && cm.Data["controlPlaneReachable"] == "false"
+		return p.admin.Get(ctx, clientKey(testinstall.Namespace, wire.ManagerStatusConfigMap), cm) == nil &&
+			strings.Contains(cm.Data[wire.StatusLastHeartbeatResult], "401") && cm.Data[wire.StatusControlPlaneReachable] == "false"
 	}); err != nil {
 		cm := &corev1.ConfigMap{}
-		_ = p.admin.Get(ctx, clientKey(testinstall.Namespace, agent.StatusConfigMap), cm)
+		_ = p.admin.Get(ctx, clientKey(testinstall.Namespace, wire.ManagerStatusConfigMap), cm)
 		t.Errorf("after the data loss the Manager's status does not report the refused token: %v", cm.Data)
 	}
 	time.Sleep(5 * time.Second)

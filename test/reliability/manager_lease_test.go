@@ -14,6 +14,7 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // TestManagerLeaderKill: two Managers run from the chart's Deployment (leader election on, the
@@ -29,7 +30,7 @@ func TestManagerLeaderKill(t *testing.T) {
 	b := p.startStandbyManager(t)
 	holder := func() string {
 		l := &coordinationv1.Lease{}
-		if err := p.admin.Get(ctx, clientKey(testinstall.Namespace, agent.LeaseName), l); err != nil || l.Spec.HolderIdentity == nil {
+		if err := p.admin.Get(ctx, clientKey(testinstall.Namespace, wire.ManagerLease), l); err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}
 		return *l.Spec.HolderIdentity

@@ -22,11 +22,11 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/internal/fleet"
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
 )
 
@@ -70,7 +70,7 @@ func installFor(t *testing.T, env string, watch []string, maxProxies int, opts t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	admin, err := client.New(c.Config, client.Options{Scheme: operator.Scheme()})
+	admin, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nexo-io/nexo-edge/internal/operator"
 	"github.com/nexo-io/nexo-edge/internal/randomgraph"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/scheme"
 )
 
 // TestRenderedObjectsAreAccepted renders random graphs within what the CRDs admit (the
@@ -28,7 +28,7 @@ func TestRenderedObjectsAreAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Stop()
-	c, err := client.New(cl.Config, client.Options{Scheme: operator.Scheme()})
+	c, err := client.New(cl.Config, client.Options{Scheme: scheme.New()})
 	must(t, err)
 	r := rand.New(rand.NewSource(1))
 	objects, refused := 0, 0

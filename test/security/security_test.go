@@ -37,7 +37,9 @@ import (
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 var (
@@ -60,7 +62,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer cluster.Stop()
-	s := operator.Scheme()
+	s := scheme.New()
 	_ = apiextensionsv1.AddToScheme(s)
 	if admin, err = client.New(cluster.Config, client.Options{Scheme: s}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -116,7 +118,7 @@ func clientFor(t *testing.T, cfg func() (*rest.Config, error)) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.New(c, client.Options{Scheme: operator.Scheme()})
+	out, err := client.New(c, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,10 +175,10 @@ func TestOnlyTheManagerChangesManagedObjects(t *testing.T) {
 	}
 	for name, edit := range map[string]func(*nexov1alpha1.NexoRateLimit){
 		"edit the spec":              func(o *nexov1alpha1.NexoRateLimit) { o.Spec.OperationsPerSecond = 500; o.Spec.Burst = 500 },
-		"drop the managed-by label":  func(o *nexov1alpha1.NexoRateLimit) { delete(o.Labels, signature.ManagedByLabel) },
+		"drop the managed-by label":  func(o *nexov1alpha1.NexoRateLimit) { delete(o.Labels, wire.ManagedByLabel) },
 		"drop the signature":         func(o *nexov1alpha1.NexoRateLimit) { o.Annotations = nil },
 		"drop label and signature":   func(o *nexov1alpha1.NexoRateLimit) { o.Labels, o.Annotations = nil, nil },
-		"re-point the signing key":   func(o *nexov1alpha1.NexoRateLimit) { o.Annotations[signature.KeyIDAnnotation] = "0000000000000000" },
+		"re-point the signing key":   func(o *nexov1alpha1.NexoRateLimit) { o.Annotations[wire.KeyIDAnnotation] = "0000000000000000" },
 		"add an unrelated label too": func(o *nexov1alpha1.NexoRateLimit) { o.Labels["team"] = "x" },
 	} {
 		for who, c := range map[string]client.Client{"tenant": tenant, "cluster admin": admin} {
@@ -213,7 +215,7 @@ func TestOnlyTheManagerChangesManagedObjects(t *testing.T) {
 		t.Errorf("tenant deleting a managed object: %v", err)
 	}
 	// The tenant still cannot read the operator namespace's Secrets.
-	if err := tenant.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: "nexo-connect-token"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+	if err := tenant.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: wire.ConnectTokenSecret}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
 		t.Errorf("tenant reading a Secret of the operator namespace: %v, want Forbidden", err)
 	}
 }
@@ -245,7 +247,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := operator.Scheme()
+	s := scheme.New()
 	_ = apiextensionsv1.AddToScheme(s)
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
@@ -293,7 +295,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 		t.Fatalf("deploy as the nexo-manager ServiceAccount: %+v", view.Commands)
 	}
 	got := &nexov1alpha1.NexoRateLimit{}
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "from-cp"}, got); err != nil || got.Labels[agent.OwnerLabel] != "env-"+env.ID {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "from-cp"}, got); err != nil || got.Labels[wire.OwnerLabel] != "env-"+env.ID {
 		t.Fatalf("deployed object %v (%v)", got.Labels, err)
 	}
 	if view.Inventory == nil || view.Inventory.ClusterID == "" || len(view.Inventory.InstalledKinds) == 0 {

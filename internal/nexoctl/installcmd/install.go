@@ -35,14 +35,11 @@ import (
 	"github.com/nexo-io/nexo-edge/connecttoken"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // ReleaseName is the Helm release nexoctl manages unless --release names another.
 const ReleaseName = "nexo-edge"
-
-// TokenSecret is the connect-token Secret the Manager mounts.
-const TokenSecret = "nexo-connect-token"
 
 // Summary is what `nexoctl install -o json` prints (never the token).
 type Summary struct {
@@ -117,7 +114,7 @@ is installed. Re-running is safe.`,
 			if err != nil {
 				return err
 			}
-			s := Summary{Namespace: ns, ChartVersion: catalog.BuildVersion, Environment: env, TokenSecret: TokenSecret, Warnings: warnings}
+			s := Summary{Namespace: ns, ChartVersion: catalog.BuildVersion, Environment: env, TokenSecret: wire.ConnectTokenSecret, Warnings: warnings}
 			for _, w := range warnings {
 				fmt.Fprintln(o.Err, "warning:", w)
 			}
@@ -136,9 +133,9 @@ is installed. Re-running is safe.`,
 			}
 			switch s.Action {
 			case "secret-only":
-				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the connect-token Secret %s/%s was %s.\n", ns, TokenSecret, s.SecretAction)
+				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the connect-token Secret %s/%s was %s.\n", ns, wire.ConnectTokenSecret, s.SecretAction)
 			case "dry-run":
-				fmt.Fprintf(o.Out, "# Secret %s/%s (connect token for environment %s, not shown) would be created or updated outside Helm.\n", ns, TokenSecret, env)
+				fmt.Fprintf(o.Out, "# Secret %s/%s (connect token for environment %s, not shown) would be created or updated outside Helm.\n", ns, wire.ConnectTokenSecret, env)
 			default:
 				fmt.Fprintf(o.Out, "Nexo Edge %s %s in namespace %s (release %s); connect-token Secret %s for environment %s.\n", s.ChartVersion, s.Action, ns, s.Release, s.SecretAction, env)
 				fmt.Fprintln(o.Out, "Next: nexoctl preflight && nexoctl status -A")
@@ -307,7 +304,7 @@ func installedByOLM(ctx context.Context, e *preflight.Env) (bool, error) {
 
 func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{
-		"pod-security.kubernetes.io/enforce": "restricted", "app.kubernetes.io/part-of": "nexo-edge",
+		"pod-security.kubernetes.io/enforce": "restricted", wire.PartOfLabel: wire.PartOf,
 	}}})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return cliopts.Fail(cliopts.ExitFailed, "create namespace %s: %v", ns, err)
@@ -318,26 +315,26 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 // applyTokenSecret creates or updates the connect-token Secret. Errors never carry the token.
 func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (string, error) {
 	s := &corev1.Secret{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: TokenSecret}, s)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: wire.ConnectTokenSecret}, s)
 	switch {
 	case apierrors.IsNotFound(err):
 		s = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: TokenSecret, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/part-of": "nexo-edge"}},
+			ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: ns, Labels: map[string]string{wire.PartOfLabel: wire.PartOf}},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{"token": []byte(token)},
 		}
 		if err := c.Create(ctx, s); err != nil {
-			return "", cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, TokenSecret, apierrors.ReasonForError(err))
+			return "", cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
 		}
 		return "created", nil
 	case err != nil:
-		return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s/%s: %s", ns, TokenSecret, apierrors.ReasonForError(err))
+		return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
 	case string(s.Data["token"]) == token:
 		return "unchanged", nil
 	}
 	s.Data = map[string][]byte{"token": []byte(token)}
 	if err := c.Update(ctx, s); err != nil {
-		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, TokenSecret, apierrors.ReasonForError(err))
+		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
 	}
 	return "updated", nil
 }
@@ -443,7 +440,7 @@ func parseRegistrySecrets(args []string) ([]registrySecret, error) {
 func applyRegistrySecret(ctx context.Context, c client.Client, ns string, rs registrySecret) (string, error) {
 	s := &corev1.Secret{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rs.name}, s)
-	labels := map[string]string{"app.kubernetes.io/part-of": "nexo-edge", render.RegistryCredentialLabel: "true"}
+	labels := map[string]string{wire.PartOfLabel: wire.PartOf, wire.RegistryCredentialLabel: "true"}
 	switch {
 	case apierrors.IsNotFound(err):
 		s = &corev1.Secret{
@@ -459,7 +456,7 @@ func applyRegistrySecret(ctx context.Context, c client.Client, ns string, rs reg
 		return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s/%s: %s", ns, rs.name, apierrors.ReasonForError(err))
 	case s.Type != corev1.SecretTypeDockerConfigJson:
 		return "", cliopts.Fail(cliopts.ExitFailed, "Secret %s/%s exists with type %s; a registry credential must be %s: choose another name or delete it", ns, rs.name, s.Type, corev1.SecretTypeDockerConfigJson)
-	case string(s.Data[corev1.DockerConfigJsonKey]) == string(rs.data) && s.Labels[render.RegistryCredentialLabel] == "true":
+	case string(s.Data[corev1.DockerConfigJsonKey]) == string(rs.data) && s.Labels[wire.RegistryCredentialLabel] == "true":
 		return "unchanged", nil
 	}
 	s.Data = map[string][]byte{corev1.DockerConfigJsonKey: rs.data}
@@ -523,10 +520,10 @@ func kept(ctx context.Context, c client.Client, ns string, crds bool) []string {
 			out = append(out, fmt.Sprintf("Secret %s/%s (%s; kubectl -n %s delete secret %s)", ns, name, why, ns, name))
 		}
 	}
-	secret(TokenSecret, "the connect token, created outside the release")
+	secret(wire.ConnectTokenSecret, "the connect token, created outside the release")
 	secret("nexo-trusted-keys", "the Control Plane's signing keys, kept current by the Manager")
 	var registry corev1.SecretList
-	if c.List(ctx, &registry, client.InNamespace(ns), client.MatchingLabels{render.RegistryCredentialLabel: "true"}) == nil {
+	if c.List(ctx, &registry, client.InNamespace(ns), client.MatchingLabels{wire.RegistryCredentialLabel: "true"}) == nil {
 		for _, s := range registry.Items {
 			secret(s.Name, "a registry credential from nexoctl install --registry-secret")
 		}

@@ -23,6 +23,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Component is the health of the operator or the Manager.
@@ -153,8 +154,8 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 
 func collect(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
 	st := Status{
-		Operator: component(ctx, c, "nexo-operator"),
-		Manager:  component(ctx, c, "nexo-manager"),
+		Operator: component(ctx, c, wire.OperatorName),
+		Manager:  component(ctx, c, wire.ManagerName),
 		AllReady: true,
 	}
 	var list nexov1alpha1.NexoProxyList
@@ -227,15 +228,15 @@ func component(ctx context.Context, c client.Client, name string) Component {
 	comp.Found, comp.Version = true, preflight.OperatorVersion(&d)
 	comp.Available = d.Status.AvailableReplicas >= want
 	comp.Ready = fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, want)
-	if name == "nexo-operator" {
+	if name == wire.OperatorName {
 		lease := &coordinationv1.Lease{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: "nexo-operator.nexo.io"}, lease); err == nil && lease.Spec.HolderIdentity != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: wire.OperatorLeaderElectionID}, lease); err == nil && lease.Spec.HolderIdentity != nil {
 			comp.Leader = *lease.Spec.HolderIdentity
 		}
 	} else {
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: "nexo-manager-status"}, cm); err == nil {
-			if t, err := time.Parse(time.RFC3339, cm.Data["lastHeartbeatTime"]); err == nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err == nil {
+			if t, err := time.Parse(time.RFC3339, cm.Data[wire.StatusLastHeartbeatTime]); err == nil {
 				mt := metav1.NewTime(t)
 				comp.LastHeartbeat = &mt
 			}

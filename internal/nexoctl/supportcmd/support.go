@@ -28,6 +28,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Redacted replaces every Secret value found in the bundle.
@@ -156,7 +157,7 @@ func collect(ctx context.Context, env *preflight.Env, cs kubernetes.Interface, b
 		b.add("events/"+space+".txt", strings.Join(lines, "\n")+"\n")
 	}
 	// The operator and the Manager: Deployments, pods, logs.
-	for _, name := range []string{"nexo-operator", "nexo-manager"} {
+	for _, name := range []string{wire.OperatorName, wire.ManagerName} {
 		d := &appsv1.Deployment{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
 			b.problem("deployment %s/%s: %v", ns, name, err)
@@ -181,7 +182,7 @@ func collect(ctx context.Context, env *preflight.Env, cs kubernetes.Interface, b
 			}
 		}
 	}
-	if cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "nexo-manager-status", metav1.GetOptions{}); err == nil {
+	if cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, wire.ManagerStatusConfigMap, metav1.GetOptions{}); err == nil {
 		cm.ManagedFields = nil
 		b.add("components/nexo-manager/status-configmap.yaml", cm)
 	}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The Manager is a small agent with its own RBAC: it must not carry the operator's
+// controllers, the renderers, preflight or the terminal styling of nexoctl. It gets its scheme
+// from package scheme, the CRD fingerprint from package fingerprint and wire names from wire.
+func TestManagerLinksNoOperatorCode(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	forbidden := []string{
+		"github.com/nexo-io/nexo-edge/controllers",
+		"github.com/nexo-io/nexo-edge/render",
+		"github.com/nexo-io/nexo-edge/preflight",
+		"github.com/nexo-io/nexo-edge/internal/operator",
+		"github.com/nexo-io/nexo-edge/internal/nexoctl",
+		"charm.land/lipgloss",
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("cmd/manager links %s", dep)
+			}
+		}
+	}
+}
