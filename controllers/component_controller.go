@@ -70,13 +70,11 @@ func (r *ComponentReconciler) evaluate(obj nexov1alpha1.Object) {
 		setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionFalse, bad.reason, bad.message)
 		return
 	}
-	if validate := validators[r.Kind.Kind]; validate != nil {
-		if bad := validate(obj); bad != nil {
-			setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionFalse, bad.reason, bad.message)
-			return
-		}
+	if bad := invalidOf(nexov1alpha1.Validate(obj)); bad != nil {
+		setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionFalse, bad.reason, bad.message)
+		return
 	}
-	setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonValid, r.Kind.Kind+" is valid")
+	setCondition(obj, nexov1alpha1.ConditionReady, metav1.ConditionTrue, nexov1alpha1.ReasonValid, r.Kind.Kind+" is valid")
 }
 
 // checkSignature sets SignatureValid on managed objects (and on every object when signatures are
@@ -98,26 +96,26 @@ func checkSignature(obj nexov1alpha1.Object, keys *TrustedKeys, require bool) *i
 	}
 	if err == nil {
 		st.SignedRevision = signed.Revision
-		setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionTrue, ReasonSigned,
+		setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionTrue, nexov1alpha1.ReasonSigned,
 			fmt.Sprintf("signed by trusted key %s for environment %s, revision %d", signed.KeyID, signed.Audience, signed.Revision))
 		return nil
 	}
-	bad := &invalid{ReasonSignatureMismatch, err.Error()}
+	bad := &invalid{nexov1alpha1.ReasonSignatureMismatch, err.Error()}
 	switch {
 	case errors.Is(err, errReplayed):
-		bad = &invalid{ReasonSignatureReplayed, fmt.Sprintf("signature revision %d is older than revision %d, which was already accepted for this object: an older manifest was re-applied; the Control Plane must send the current one",
+		bad = &invalid{nexov1alpha1.ReasonSignatureReplayed, fmt.Sprintf("signature revision %d is older than revision %d, which was already accepted for this object: an older manifest was re-applied; the Control Plane must send the current one",
 			signed.Revision, st.SignedRevision)}
 	case errors.Is(err, signature.ErrUnsigned) && wasSigned && !signature.HasSignature(obj.GetAnnotations()):
-		bad = &invalid{ReasonUnsigned, fmt.Sprintf("this object was signed by the Control Plane (revision %d) and its signature was removed; only the Manager may change it: re-deploy it from the Control Plane", st.SignedRevision)}
+		bad = &invalid{nexov1alpha1.ReasonUnsigned, fmt.Sprintf("this object was signed by the Control Plane (revision %d) and its signature was removed; only the Manager may change it: re-deploy it from the Control Plane", st.SignedRevision)}
 	case errors.Is(err, signature.ErrUnsigned):
-		bad = &invalid{ReasonUnsigned, "not signed: " + err.Error() + "; sign it with `nexoctl sign` or remove the nexo.io/managed-by label"}
+		bad = &invalid{nexov1alpha1.ReasonUnsigned, "not signed: " + err.Error() + "; sign it with `nexoctl sign` or remove the nexo.io/managed-by label"}
 		if !signature.IsManaged(obj.GetLabels(), obj.GetAnnotations()) {
 			bad.message = "the operator runs with --require-signatures and this object is not signed; sign it with `nexoctl sign`"
 		}
 	case errors.Is(err, signature.ErrUnknownKey):
-		bad = &invalid{ReasonUnknownSigningKey, err.Error() + "; add the Control Plane's public key to the trusted-keys Secret"}
+		bad = &invalid{nexov1alpha1.ReasonUnknownSigningKey, err.Error() + "; add the Control Plane's public key to the trusted-keys Secret"}
 	case errors.Is(err, signature.ErrAudience):
-		bad = &invalid{ReasonWrongAudience, err.Error() + "; a manifest is accepted only by the environment it was signed for (the operator's --environment-id)"}
+		bad = &invalid{nexov1alpha1.ReasonWrongAudience, err.Error() + "; a manifest is accepted only by the environment it was signed for (the operator's --environment-id)"}
 	}
 	setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionFalse, bad.reason, bad.message)
 	return bad

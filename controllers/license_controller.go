@@ -24,17 +24,8 @@ import (
 	"github.com/nexo-io/nexo-edge/license"
 )
 
-// NexoLicense Ready reasons.
+// NexoLicense index and recheck bound.
 const (
-	ReasonLicenseValid       = "Valid"
-	ReasonLicenseExpiring    = "ExpiringSoon"
-	ReasonLicenseExpired     = "Expired"
-	ReasonSecretNotFound     = "SecretNotFound"
-	ReasonSecretKeyMissing   = "SecretKeyMissing"
-	ReasonLicenseMalformed   = "Malformed"
-	ReasonLicenseUnknownKey  = "UnknownSigningKey"
-	ReasonLicenseBadSig      = "SignatureInvalid"
-	ReasonLicenseeMismatch   = "LicenseeMismatch"
 	indexLicenseSecret       = "spec.secretRef.name"
 	maxLicenseRecheckSeconds = 12 * 3600
 )
@@ -111,27 +102,27 @@ func (r *LicenseReconciler) evaluate(ctx context.Context, lic *nexov1alpha1.Nexo
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: lic.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return notReady(ReasonSecretNotFound, fmt.Sprintf("Secret %s not found in namespace %s; create it with the license document under key %q", ref.Name, lic.Namespace, ref.Key))
+			return notReady(nexov1alpha1.ReasonSecretNotFound, fmt.Sprintf("Secret %s not found in namespace %s; create it with the license document under key %q", ref.Name, lic.Namespace, ref.Key))
 		}
 		return 0, err
 	}
 	doc, ok := secret.Data[ref.Key]
 	if !ok {
-		return notReady(ReasonSecretKeyMissing, fmt.Sprintf("Secret %s has no key %q; put the license document under that key", ref.Name, ref.Key))
+		return notReady(nexov1alpha1.ReasonSecretKeyMissing, fmt.Sprintf("Secret %s has no key %q; put the license document under that key", ref.Name, ref.Key))
 	}
 	claims, err := license.Parse(string(doc), r.LicenseKeys)
 	if err != nil {
-		reason := ReasonLicenseMalformed
+		reason := nexov1alpha1.ReasonLicenseMalformed
 		switch {
 		case errors.Is(err, license.ErrUnknownKey):
-			reason = ReasonLicenseUnknownKey
+			reason = nexov1alpha1.ReasonLicenseUnknownKey
 		case errors.Is(err, license.ErrSignature):
-			reason = ReasonLicenseBadSig
+			reason = nexov1alpha1.ReasonLicenseBadSig
 		}
 		return notReady(reason, err.Error()+"; request a new license document from Nexo")
 	}
 	if want := lic.Spec.ExpectedLicensee; want != "" && want != claims.Licensee {
-		return notReady(ReasonLicenseeMismatch, fmt.Sprintf("the license is issued to %q, but spec.expectedLicensee is %q", claims.Licensee, want))
+		return notReady(nexov1alpha1.ReasonLicenseeMismatch, fmt.Sprintf("the license is issued to %q, but spec.expectedLicensee is %q", claims.Licensee, want))
 	}
 	entitlements := slices.Clone(claims.Entitlements)
 	slices.Sort(entitlements)
@@ -144,15 +135,15 @@ func (r *LicenseReconciler) evaluate(ctx context.Context, lic *nexov1alpha1.Nexo
 	left := claims.ExpiresAt.Sub(now)
 	switch {
 	case left <= 0:
-		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonLicenseExpired,
+		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionFalse, nexov1alpha1.ReasonLicenseExpired,
 			fmt.Sprintf("the license expired at %s; install a renewed license document", expires.Format(time.RFC3339)))
 		return 0, nil
 	case left <= renewBefore:
-		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonLicenseExpiring,
+		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionTrue, nexov1alpha1.ReasonLicenseExpiring,
 			fmt.Sprintf("the license expires at %s; renew it before then", expires.Format(time.RFC3339)))
 		return min(left, maxLicenseRecheckSeconds*time.Second), nil
 	default:
-		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonLicenseValid,
+		setCondition(lic, nexov1alpha1.ConditionReady, metav1.ConditionTrue, nexov1alpha1.ReasonLicenseValid,
 			fmt.Sprintf("licensed to %s until %s for %d proxies", claims.Licensee, expires.Format(time.RFC3339), claims.MaxProxies))
 		return min(left-renewBefore, maxLicenseRecheckSeconds*time.Second), nil
 	}

@@ -110,7 +110,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	// conflict, the API server is asked too (the caches hold only the operator's own objects), so
 	// a standing conflict does not create and roll back children on every pass.
 	afterConflict := false
-	if c := meta.FindStatusCondition(proxy.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == ReasonConflict {
+	if c := meta.FindStatusCondition(proxy.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == nexov1alpha1.ReasonConflict {
 		afterConflict = true
 	}
 	for _, c := range children {
@@ -123,7 +123,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 			}
 		}
 		if c.found && !metav1.IsControlledBy(c.cached, proxy) {
-			return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+			return nil, &blocked{reason: nexov1alpha1.ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 		}
 	}
 	// Creates first: a name someone else holds (which the caches cannot show) is found by its
@@ -160,7 +160,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 		c.cached, c.found = c.full, true
 		if !metav1.IsControlledBy(c.full, proxy) {
 			r.rollback(ctx, created)
-			return nil, &blocked{reason: ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
+			return nil, &blocked{reason: nexov1alpha1.ReasonConflict, message: conflictMessage(c.desired), wait: true}, nil
 		}
 	}
 	for _, c := range children {

@@ -28,19 +28,9 @@ import (
 	"github.com/nexo-io/nexo-edge/render"
 )
 
-// NexoProxy reasons beyond those of resolution.
+// waitRequeue is how soon a proxy waiting for a reference is checked again.
 const (
-	ReasonLicenseNotReady    = "LicenseNotReady"
-	ReasonMissingEntitlement = "MissingEntitlement"
-	ReasonLicenseExhausted   = "LicenseExhausted"
-	ReasonConflict           = "Conflict"
-	ReasonApplyFailed        = "ApplyFailed"
-	ReasonBlocked            = "Blocked"
-	ReasonPassed             = "Passed"
-	ReasonAvailable          = "Available"
-	ReasonProgressing        = "Progressing"
-	ReasonRolloutStalled     = "RolloutStalled"
-	waitRequeue              = 30 * time.Second
+	waitRequeue = 30 * time.Second
 )
 
 // ProxyReconciler reconciles NexoProxies into Deployments, Services, ConfigMaps and Secret
@@ -166,7 +156,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return result, nil
 }
 
-// applyFailed records an API error met while writing the children (ReasonApplyFailed) and
+// applyFailed records an API error met while writing the children (nexov1alpha1.ReasonApplyFailed) and
 // reports whether it did; errors while reading are left to the retry alone.
 func (r *ProxyReconciler) applyFailed(proxy *nexov1alpha1.NexoProxy, err error) bool {
 	var ae *applyError
@@ -174,8 +164,8 @@ func (r *ProxyReconciler) applyFailed(proxy *nexov1alpha1.NexoProxy, err error) 
 		return false
 	}
 	msg := ae.Error() + "; retrying with backoff"
-	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ReasonApplyFailed, msg)
-	setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonApplyFailed, msg)
+	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, nexov1alpha1.ReasonApplyFailed, msg)
+	setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, nexov1alpha1.ReasonApplyFailed, msg)
 	if proxy.Status.GraphRevision != "" {
 		proxy.Status.Phase = nexov1alpha1.ProxyDegraded
 	} else {
@@ -195,7 +185,7 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 	if bad := checkSignature(proxy, r.Keys, r.RequireSignatures); bad != nil {
 		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionValidated, &blocked{reason: bad.reason, message: bad.message})
 	}
-	setCondition(proxy, nexov1alpha1.ConditionValidated, metav1.ConditionTrue, ReasonPassed, "spec is valid")
+	setCondition(proxy, nexov1alpha1.ConditionValidated, metav1.ConditionTrue, nexov1alpha1.ReasonPassed, "spec is valid")
 
 	// Phase 2: ReferencesResolved.
 	res, b, err := r.resolve(ctx, proxy)
@@ -214,7 +204,7 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 		}
 		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionReferencesResolved, b)
 	}
-	setCondition(proxy, nexov1alpha1.ConditionReferencesResolved, metav1.ConditionTrue, ReasonPassed,
+	setCondition(proxy, nexov1alpha1.ConditionReferencesResolved, metav1.ConditionTrue, nexov1alpha1.ReasonPassed,
 		fmt.Sprintf("resolved pipeline %s with %d steps, profile %s and license %s", res.graph.Pipeline.Name, len(res.graph.Steps), res.graph.Profile.Name, res.license.Name))
 
 	// Phase 3: Licensed.
@@ -224,7 +214,7 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 		}
 		return r.fail(ctx, proxy, dep, nexov1alpha1.ConditionLicensed, b)
 	}
-	setCondition(proxy, nexov1alpha1.ConditionLicensed, metav1.ConditionTrue, ReasonPassed, "licensed by NexoLicense "+res.license.Name)
+	setCondition(proxy, nexov1alpha1.ConditionLicensed, metav1.ConditionTrue, nexov1alpha1.ReasonPassed, "licensed by NexoLicense "+res.license.Name)
 
 	// Apply the rendered workload. Every check above passed, and apply checks every child's
 	// name before its first write: a new revision is written whole or not at all.
@@ -250,7 +240,7 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 		if proxy.Status.AvailableRevision != "" && proxy.Status.AvailableRevision != revision {
 			msg += "; the old pods keep serving graph revision " + proxy.Status.AvailableRevision
 		}
-		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRolloutStalled, msg)
+		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, nexov1alpha1.ReasonRolloutStalled, msg)
 		return ctrl.Result{}, nil
 	}
 	if conditionTrue(proxy, nexov1alpha1.ConditionWorkloadAvailable) {
@@ -264,11 +254,11 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 		}
 		proxy.Status.AvailableRevision = revision
 		proxy.Status.Phase = nexov1alpha1.ProxyReady
-		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionTrue, ReasonAvailable,
+		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionTrue, nexov1alpha1.ReasonAvailable,
 			fmt.Sprintf("serving graph revision %s with %d/%d replicas ready", revision, proxy.Status.ReadyReplicas, proxy.Status.Replicas))
 	} else {
 		proxy.Status.Phase = nexov1alpha1.ProxyProgressing
-		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, ReasonProgressing,
+		setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, nexov1alpha1.ReasonProgressing,
 			fmt.Sprintf("rolling out graph revision %s: %d/%d replicas ready", revision, proxy.Status.ReadyReplicas, proxy.Status.Replicas))
 	}
 	return ctrl.Result{}, nil
@@ -280,14 +270,14 @@ func (r *ProxyReconciler) reconcilePhases(ctx context.Context, proxy *nexov1alph
 func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProxy, dep *DeploymentState, phase string, b *blocked) (ctrl.Result, error) {
 	logf.FromContext(ctx).V(1).Info("proxy blocked", "phase", phase, "reason", b.reason, "message", b.message)
 	r.metrics.failure(b.reason)
-	order := []string{nexov1alpha1.ConditionValidated, nexov1alpha1.ConditionReferencesResolved, nexov1alpha1.ConditionLicensed, nexov1alpha1.ConditionWorkloadAvailable}
+	order := nexov1alpha1.ProxyPhases
 	at := slices.Index(order, phase)
 	setCondition(proxy, phase, metav1.ConditionFalse, b.reason, b.message)
 	for _, later := range order[at+1:] {
 		if later == nexov1alpha1.ConditionWorkloadAvailable && dep != nil {
 			continue // reported from the running workload below
 		}
-		setCondition(proxy, later, metav1.ConditionUnknown, ReasonBlocked, "waiting for "+phase)
+		setCondition(proxy, later, metav1.ConditionUnknown, nexov1alpha1.ReasonBlocked, "waiting for "+phase)
 	}
 	msg := b.message
 	switch {
@@ -305,7 +295,7 @@ func (r *ProxyReconciler) fail(ctx context.Context, proxy *nexov1alpha1.NexoProx
 		proxy.Status.Phase = nexov1alpha1.ProxyFailed
 	}
 	if dep == nil && phase != nexov1alpha1.ConditionWorkloadAvailable {
-		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionUnknown, ReasonBlocked, "waiting for "+phase)
+		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionUnknown, nexov1alpha1.ReasonBlocked, "waiting for "+phase)
 	}
 	setCondition(proxy, nexov1alpha1.ConditionReady, metav1.ConditionFalse, b.reason, msg)
 	if b.wait {
@@ -337,11 +327,11 @@ func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *Dep
 	w := workloadOf(dep)
 	proxy.Status.Replicas, proxy.Status.ReadyReplicas = w.replicas, w.ready
 	if w.available {
-		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, ReasonAvailable,
+		setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionTrue, nexov1alpha1.ReasonAvailable,
 			fmt.Sprintf("Deployment %s has %d/%d replicas ready and updated", dep.Name, w.ready, w.replicas))
 		return
 	}
-	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, ReasonProgressing,
+	setCondition(proxy, nexov1alpha1.ConditionWorkloadAvailable, metav1.ConditionFalse, nexov1alpha1.ReasonProgressing,
 		fmt.Sprintf("Deployment %s: %d/%d replicas ready; rollout in progress", dep.Name, w.ready, w.replicas))
 }
 
@@ -350,14 +340,14 @@ func (r *ProxyReconciler) reportWorkload(proxy *nexov1alpha1.NexoProxy, dep *Dep
 func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved) (*blocked, error) {
 	lic := res.license
 	if b := notReady(lic, "NexoLicense", lic.Name, "spec.licenseRef"); b != nil {
-		b.reason = ReasonLicenseNotReady
+		b.reason = nexov1alpha1.ReasonLicenseNotReady
 		if c := findReady(lic); c != nil && c.Status == metav1.ConditionFalse {
 			b.reason, b.wait = c.Reason, false // Expired, SignatureInvalid, ...: needs a new license
 		}
 		return b, nil
 	}
 	if lic.Status.ExpiresAt != nil && !r.Now().Before(lic.Status.ExpiresAt.Time) {
-		return &blocked{reason: ReasonLicenseExpired, message: fmt.Sprintf("NexoLicense %s expired at %s", lic.Name, lic.Status.ExpiresAt.Format(time.RFC3339))}, nil
+		return &blocked{reason: nexov1alpha1.ReasonLicenseExpired, message: fmt.Sprintf("NexoLicense %s expired at %s", lic.Name, lic.Status.ExpiresAt.Format(time.RFC3339))}, nil
 	}
 	var missing []string
 	for _, s := range res.graph.Steps {
@@ -366,7 +356,7 @@ func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.
 		}
 	}
 	if len(missing) > 0 {
-		return &blocked{reason: ReasonMissingEntitlement, message: fmt.Sprintf("NexoLicense %s does not entitle %s; entitled: %s",
+		return &blocked{reason: nexov1alpha1.ReasonMissingEntitlement, message: fmt.Sprintf("NexoLicense %s does not entitle %s; entitled: %s",
 			lic.Name, strings.Join(missing, ", "), strings.Join(lic.Status.Entitlements, ", "))}, nil
 	}
 	ok, count, pos, err := r.slots.admitted(ctx, r.Client, proxy, types.NamespacedName{Namespace: proxy.Namespace, Name: lic.Name}, lic.Status.DocumentID, lic.Status.MaxProxies)
@@ -374,7 +364,7 @@ func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.
 		return nil, err
 	}
 	if !ok {
-		return &blocked{reason: ReasonLicenseExhausted, message: fmt.Sprintf("NexoLicense %s covers %d proxies and %d use its license document (counted across every NexoLicense holding it, in any namespace); this proxy is number %d by creation time",
+		return &blocked{reason: nexov1alpha1.ReasonLicenseExhausted, message: fmt.Sprintf("NexoLicense %s covers %d proxies and %d use its license document (counted across every NexoLicense holding it, in any namespace); this proxy is number %d by creation time",
 			lic.Name, lic.Status.MaxProxies, count, pos), wait: true}, nil
 	}
 	return nil, nil

@@ -15,18 +15,6 @@ import (
 	"github.com/nexo-io/nexo-edge/wire"
 )
 
-// NexoProxy reasons for a failed phase.
-const (
-	ReasonReferenceNotFound = "ReferenceNotFound"
-	ReasonReferenceNotReady = "ReferenceNotReady"
-	// ReasonPullSecretNotShareable: a profile names a Secret of the operator namespace that is
-	// not a registry credential marked shareable by the installer.
-	ReasonPullSecretNotShareable = "PullSecretNotShareable"
-	// ReasonPortConflict: an attached NexoMetrics listens on the proxy's own port, so the proxy
-	// Service would list one port twice (the API server refuses it).
-	ReasonPortConflict = "PortConflict"
-)
-
 // blocked is why a phase cannot pass. wait means a later change (a reference created or
 // becoming Ready) may unblock it, so the proxy is Pending rather than Failed.
 type blocked struct {
@@ -60,14 +48,14 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		return nil, b, err
 	}
 	// Unsupported or misplaced kinds are named here, whatever the pipeline's own status says.
-	if bad := validatePipeline(pipeline); bad != nil {
+	if bad := invalidOf(pipeline.Validate()); bad != nil {
 		return nil, &blocked{reason: bad.reason, message: fmt.Sprintf("NexoPipeline %s: %s", pipeline.Name, bad.message)}, nil
 	}
 	if b := notReady(pipeline, "NexoPipeline", pipeline.Name, "spec.pipelineRef"); b != nil {
 		return nil, b, nil
 	}
 	res.graph.Pipeline = pipeline
-	for _, ref := range PipelineRefs(pipeline) {
+	for _, ref := range pipeline.Refs() {
 		obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, "NexoPipeline "+pipeline.Name+" "+ref.String())
 		if b != nil || err != nil {
 			return nil, b, err
@@ -78,12 +66,12 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		} else {
 			res.graph.Steps = append(res.graph.Steps, c)
 		}
-		r.collectSecrets(res, ns, obj)
+		res.addSecrets(ns, obj)
+	}
+	if bad := invalidOf(proxy.Validate()); bad != nil {
+		return nil, &blocked{reason: bad.reason, message: bad.message}, nil
 	}
 	for i, ref := range proxy.Spec.ObservabilityRefs {
-		if bad := checkRef(catalog.SlotObservability, fmt.Sprintf("spec.observabilityRefs[%d]", i), ref.Kind); bad != nil {
-			return nil, &blocked{reason: bad.reason, message: bad.message}, nil
-		}
 		obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, fmt.Sprintf("spec.observabilityRefs[%d]", i))
 		if b != nil || err != nil {
 			return nil, b, err
@@ -92,7 +80,7 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
 			res.graph.Metrics = &m.Spec
 		}
-		r.collectSecrets(res, ns, obj)
+		res.addSecrets(ns, obj)
 	}
 	if b := portConflict(proxy, res.graph.Metrics); b != nil {
 		return nil, b, nil
@@ -110,14 +98,14 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		return nil, b, err
 	}
 	res.license = lic
-	r.collectSecrets(res, ns, proxy)
+	res.addSecrets(ns, proxy)
 
 	// Read every referenced Secret; remember them all so their creation re-queues the proxy.
 	for _, s := range res.secretNames {
 		secret, err := r.readSecret(ctx, s)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("Secret %s not found in namespace %s", s.Name, s.Namespace), true}, nil
+				return res, &blocked{nexov1alpha1.ReasonReferenceNotFound, fmt.Sprintf("Secret %s not found in namespace %s", s.Name, s.Namespace), true}, nil
 			}
 			return res, nil, err
 		}
@@ -129,14 +117,14 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		secret, err := r.readSecret(ctx, key)
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return res, &blocked{ReasonReferenceNotFound, fmt.Sprintf("image-pull Secret %s (NexoDeploymentProfile %s) not found in the operator namespace %s; installation puts registry credentials there (nexoctl install --registry-secret %s=FILE)",
+				return res, &blocked{nexov1alpha1.ReasonReferenceNotFound, fmt.Sprintf("image-pull Secret %s (NexoDeploymentProfile %s) not found in the operator namespace %s; installation puts registry credentials there (nexoctl install --registry-secret %s=FILE)",
 					ps.Name, profile.Name, r.OperatorNamespace, ps.Name), true}, nil
 			}
 			return res, nil, err
 		}
 		if !shareable(secret) {
 			res.unshareable = append(res.unshareable, ps.Name)
-			return res, &blocked{reason: ReasonPullSecretNotShareable, message: fmt.Sprintf(
+			return res, &blocked{reason: nexov1alpha1.ReasonPullSecretNotShareable, message: fmt.Sprintf(
 				"image-pull Secret %s (NexoDeploymentProfile %s) in the operator namespace %s is not a shareable registry credential (type %s, label %s=%q): only Secrets of type %s or %s that the installer labelled %s=true are copied into proxy namespaces, and nothing was copied; mark a registry credential with nexoctl install --registry-secret %s=FILE, or remove it from the profile",
 				ps.Name, profile.Name, r.OperatorNamespace, secret.Type, wire.RegistryCredentialLabel, secret.Labels[wire.RegistryCredentialLabel],
 				corev1.SecretTypeDockerConfigJson, corev1.SecretTypeDockercfg, wire.RegistryCredentialLabel, ps.Name)}, nil
@@ -154,7 +142,7 @@ func portConflict(proxy *nexov1alpha1.NexoProxy, metrics *nexov1alpha1.NexoMetri
 	if metrics == nil || proxy.Spec.Port == 0 || metrics.Port != proxy.Spec.Port {
 		return nil
 	}
-	return &blocked{reason: ReasonPortConflict, message: fmt.Sprintf(
+	return &blocked{reason: nexov1alpha1.ReasonPortConflict, message: fmt.Sprintf(
 		"the attached NexoMetrics listens on port %d, which is this proxy's own port (spec.port); give the NexoMetrics another port (for example 9216) or the proxy another spec.port", metrics.Port)}
 }
 
@@ -168,7 +156,7 @@ func shareable(s *corev1.Secret) bool {
 func (r *ProxyReconciler) get(ctx context.Context, ns, kind, name, where string, obj nexov1alpha1.Object) (*blocked, error) {
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return &blocked{ReasonReferenceNotFound, fmt.Sprintf("%s %s (%s) not found in namespace %s", kind, name, where, ns), true}, nil
+			return &blocked{nexov1alpha1.ReasonReferenceNotFound, fmt.Sprintf("%s %s (%s) not found in namespace %s", kind, name, where, ns), true}, nil
 		}
 		return nil, err
 	}
@@ -185,13 +173,13 @@ func notReady(obj nexov1alpha1.Object, kind, name, where string) *blocked {
 	if c != nil && c.Status == "False" {
 		msg = fmt.Sprintf("%s %s (%s) is not Ready: %s: %s", kind, name, where, c.Reason, c.Message)
 	}
-	return &blocked{ReasonReferenceNotReady, msg, true}
+	return &blocked{nexov1alpha1.ReasonReferenceNotReady, msg, true}
 }
 
 // getReadyKind reads and checks a kind named at runtime; schema-only kinds are refused by name.
 func (r *ProxyReconciler) getReadyKind(ctx context.Context, ns, kind, name, where string) (nexov1alpha1.Object, *blocked, error) {
 	if k, ok := catalog.Lookup(kind); !ok || k.Support != catalog.Reconciled {
-		return nil, &blocked{reason: ReasonUnsupportedReference, message: where + ": " + catalog.UnsupportedMessage(kind)}, nil
+		return nil, &blocked{reason: nexov1alpha1.ReasonUnsupportedReference, message: where + ": " + catalog.UnsupportedMessage(kind)}, nil
 	}
 	o, err := r.Scheme.New(nexov1alpha1.GroupVersion.WithKind(kind))
 	if err != nil {
@@ -208,51 +196,10 @@ func specOf(obj nexov1alpha1.Object) any {
 	return reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface()
 }
 
-// collectSecrets adds the Secrets an object references to res.secretNames.
-func (r *ProxyReconciler) collectSecrets(res *resolved, ns string, obj nexov1alpha1.Object) {
-	add := func(name string) {
-		if name != "" {
-			res.secretNames = append(res.secretNames, types.NamespacedName{Namespace: ns, Name: name})
-		}
-	}
-	targetCA := func(t nexov1alpha1.Target) {
-		if t.TLS != nil && t.TLS.CASecretRef != nil {
-			add(t.TLS.CASecretRef.Name)
-		}
-	}
-	switch o := obj.(type) {
-	case *nexov1alpha1.NexoProxy:
-		targetCA(o.Spec.Upstream)
-		if o.Spec.TLS != nil {
-			add(o.Spec.TLS.SecretRef.Name)
-			if o.Spec.TLS.ClientCASecretRef != nil {
-				add(o.Spec.TLS.ClientCASecretRef.Name)
-			}
-		}
-	case *nexov1alpha1.NexoRouter:
-		for _, t := range o.Spec.Targets {
-			targetCA(t)
-		}
-	case *nexov1alpha1.NexoTrafficSplit:
-		for _, t := range o.Spec.Targets {
-			targetCA(t.Target)
-		}
-	case *nexov1alpha1.NexoAuthPolicy:
-		for _, m := range o.Spec.Mappings {
-			add(m.CredentialsSecretRef.Name)
-		}
-	case *nexov1alpha1.NexoPIIMasking:
-		if o.Spec.HashSaltSecretRef != nil {
-			add(o.Spec.HashSaltSecretRef.Name)
-		}
-	case *nexov1alpha1.NexoTracing:
-		if o.Spec.HeadersSecretRef != nil {
-			add(o.Spec.HeadersSecretRef.Name)
-		}
-	case *nexov1alpha1.NexoAuditLog:
-		if o.Spec.Sink.AuthSecretRef != nil {
-			add(o.Spec.Sink.AuthSecretRef.Name)
-		}
+// addSecrets adds the Secrets obj references in namespace ns to res.secretNames.
+func (res *resolved) addSecrets(ns string, obj nexov1alpha1.Object) {
+	for _, name := range nexov1alpha1.SecretNamesOf(obj) {
+		res.secretNames = append(res.secretNames, types.NamespacedName{Namespace: ns, Name: name})
 	}
 }
 

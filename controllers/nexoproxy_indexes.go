@@ -47,7 +47,7 @@ func indexProxy(field string) client.IndexerFunc {
 }
 
 func indexPipeline(o client.Object) []string {
-	refs := PipelineRefs(o.(*nexov1alpha1.NexoPipeline))
+	refs := o.(*nexov1alpha1.NexoPipeline).Refs()
 	out := make([]string, len(refs))
 	for i, r := range refs {
 		out[i] = refKey(r.Kind, r.Name)
@@ -118,7 +118,7 @@ func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Ob
 			return nil
 		}
 		for _, q := range list.Items {
-			if c := meta.FindStatusCondition(q.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == ReasonLicenseExhausted {
+			if c := meta.FindStatusCondition(q.Status.Conditions, nexov1alpha1.ConditionReady); c != nil && c.Reason == nexov1alpha1.ReasonLicenseExhausted {
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: q.Namespace, Name: q.Name}})
 			}
 		}

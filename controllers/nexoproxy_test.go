@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
@@ -232,7 +231,7 @@ func TestTamperedManagedStepFailsStatic(t *testing.T) {
 		return p.Status.Phase == nexov1alpha1.ProxyDegraded && strings.Contains(msg, "SignatureMismatch")
 	})
 	reason, msg := readyReason(p)
-	if reason != controllers.ReasonReferenceNotReady || !strings.Contains(msg, "SignatureMismatch") || !strings.Contains(msg, "per-client") {
+	if reason != nexov1alpha1.ReasonReferenceNotReady || !strings.Contains(msg, "SignatureMismatch") || !strings.Contains(msg, "per-client") {
 		t.Errorf("Ready reason %s: %s", reason, msg)
 	}
 	if p.Status.GraphRevision != good.Status.GraphRevision || p.Status.ConfigHash != good.Status.ConfigHash {
@@ -257,7 +256,7 @@ func TestTamperedManagedStepFailsStatic(t *testing.T) {
 func TestExpiredLicenseBlocks(t *testing.T) {
 	ns := "lic-expired"
 	applyGraph(t, ns, licenseDoc(t, time.Now().Add(-time.Hour), allStepKinds), nil)
-	p := waitProxy(t, ns, time.Minute, "blocked by the license", hasReason(controllers.ReasonLicenseExpired))
+	p := waitProxy(t, ns, time.Minute, "blocked by the license", hasReason(nexov1alpha1.ReasonLicenseExpired))
 	_, msg := readyReason(p)
 	if p.Status.Phase != nexov1alpha1.ProxyFailed || !strings.Contains(msg, "expired") {
 		t.Errorf("phase %s message %q", p.Status.Phase, msg)
@@ -274,7 +273,7 @@ func TestMissingEntitlementBlocks(t *testing.T) {
 	ns := "lic-entitle"
 	without := slices.DeleteFunc(slices.Clone(allStepKinds), func(k string) bool { return k == "NexoPIIMasking" })
 	applyGraph(t, ns, licenseDoc(t, time.Now().Add(time.Hour*24), without), nil)
-	p := waitProxy(t, ns, time.Minute, "blocked by entitlement", hasReason(controllers.ReasonMissingEntitlement))
+	p := waitProxy(t, ns, time.Minute, "blocked by entitlement", hasReason(nexov1alpha1.ReasonMissingEntitlement))
 	if _, msg := readyReason(p); !strings.Contains(msg, "NexoPIIMasking") {
 		t.Errorf("message does not name the missing entitlement: %s", msg)
 	}
@@ -295,7 +294,7 @@ func TestSchemaOnlyReference(t *testing.T) {
 	if err := k8s.Create(context.Background(), qg); err != nil {
 		t.Fatal(err)
 	}
-	p := waitProxy(t, ns, time.Minute, "UnsupportedReference", hasReason(controllers.ReasonUnsupportedReference))
+	p := waitProxy(t, ns, time.Minute, "UnsupportedReference", hasReason(nexov1alpha1.ReasonUnsupportedReference))
 	_, msg := readyReason(p)
 	if !strings.Contains(msg, "NexoQueryGuard") || !strings.Contains(msg, "0.2.0") {
 		t.Errorf("message must name the kind and the build: %s", msg)
@@ -306,7 +305,7 @@ func TestSchemaOnlyReference(t *testing.T) {
 			return false, err
 		}
 		c := meta.FindStatusCondition(pl.Status.Conditions, "Ready")
-		return c != nil && c.Reason == controllers.ReasonUnsupportedReference, nil
+		return c != nil && c.Reason == nexov1alpha1.ReasonUnsupportedReference, nil
 	})
 	if err != nil {
 		t.Errorf("pipeline does not report UnsupportedReference: %+v", pl.Status)
@@ -332,7 +331,7 @@ func TestMissingReferenceBecomesReadyOnceCreated(t *testing.T) {
 	})
 	p := waitProxy(t, ns, time.Minute, "ReferenceNotFound naming the profile", func(p *nexov1alpha1.NexoProxy) bool {
 		reason, msg := readyReason(p)
-		return reason == controllers.ReasonReferenceNotFound && strings.Contains(msg, "NexoDeploymentProfile standard (spec.profileRef) not found")
+		return reason == nexov1alpha1.ReasonReferenceNotFound && strings.Contains(msg, "NexoDeploymentProfile standard (spec.profileRef) not found")
 	})
 	if p.Status.Phase != nexov1alpha1.ProxyPending {
 		t.Errorf("phase %s, want Pending while a reference is missing", p.Status.Phase)
@@ -477,7 +476,7 @@ func TestUnownedSameNameObjectIsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyGraph(t, ns, validLicense(t), nil)
-	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(controllers.ReasonConflict))
+	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(nexov1alpha1.ReasonConflict))
 	if _, msg := readyReason(p); !strings.Contains(msg, "Secret "+foreign.Name) {
 		t.Errorf("conflict message must name the object: %s", msg)
 	}
@@ -538,7 +537,7 @@ func TestApplyErrorsSurfaceOnStatus(t *testing.T) {
 		}
 		return true
 	})
-	p := waitProxy(t, ns, time.Minute, "ApplyFailed", hasReason(controllers.ReasonApplyFailed))
+	p := waitProxy(t, ns, time.Minute, "ApplyFailed", hasReason(nexov1alpha1.ReasonApplyFailed))
 	if _, msg := readyReason(p); !strings.Contains(msg, "Service "+proxyName) || !strings.Contains(msg, "30017") {
 		t.Errorf("message must name the Service and the port: %s", msg)
 	}
@@ -564,7 +563,7 @@ func TestConflictOnLastChildRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyGraph(t, ns, validLicense(t), nil)
-	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(controllers.ReasonConflict))
+	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(nexov1alpha1.ReasonConflict))
 	if _, msg := readyReason(p); !strings.Contains(msg, "Service "+proxyName) {
 		t.Errorf("conflict message must name the Service: %s", msg)
 	}
@@ -644,7 +643,7 @@ func TestLicenseMaxProxies(t *testing.T) {
 			return false, err
 		}
 		r, _ := readyReason(p)
-		return r == controllers.ReasonLicenseExhausted, nil
+		return r == nexov1alpha1.ReasonLicenseExhausted, nil
 	})
 	if err != nil {
 		t.Fatalf("second proxy not blocked by maxProxies: %+v", p.Status)

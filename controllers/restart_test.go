@@ -152,7 +152,7 @@ func TestTrustedKeysAreReReadWhenTheSecretChanges(t *testing.T) {
 			t.Fatalf("Ready reason %q, want %q", readyReasonOf(), reason)
 		}
 	}
-	waitFor(controllers.ReasonUnknownSigningKey)
+	waitFor(nexov1alpha1.ReasonUnknownSigningKey)
 
 	keys := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "nexo-trusted-keys"}, keys); err != nil {
@@ -162,7 +162,7 @@ func TestTrustedKeysAreReReadWhenTheSecretChanges(t *testing.T) {
 	if err := k8s.Update(ctx, keys); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(controllers.ReasonValid)
+	waitFor(nexov1alpha1.ReasonValid)
 
 	// A second object signed by the same key, without the managed-by label: it is verified all
 	// the same, and revoking the key re-checks it too (not only labelled objects).
@@ -204,8 +204,8 @@ func TestTrustedKeysAreReReadWhenTheSecretChanges(t *testing.T) {
 	if err := k8s.Update(ctx, keys); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(controllers.ReasonUnknownSigningKey)
-	waitBare(controllers.ReasonUnknownSigningKey)
+	waitFor(nexov1alpha1.ReasonUnknownSigningKey)
+	waitBare(nexov1alpha1.ReasonUnknownSigningKey)
 }
 
 func TestProxyPhaseMetrics(t *testing.T) {
@@ -242,8 +242,8 @@ func TestRequireSignaturesRefusesUnsigned(t *testing.T) {
 	if reason := controllers.SignatureVerdict(obj, &controllers.TrustedKeys{}, false); reason != "" {
 		t.Errorf("unmanaged object without --require-signatures: %q, want accepted", reason)
 	}
-	if reason := controllers.SignatureVerdict(obj, &controllers.TrustedKeys{}, true); reason != controllers.ReasonUnsigned {
-		t.Errorf("with --require-signatures: %q, want %s", reason, controllers.ReasonUnsigned)
+	if reason := controllers.SignatureVerdict(obj, &controllers.TrustedKeys{}, true); reason != nexov1alpha1.ReasonUnsigned {
+		t.Errorf("with --require-signatures: %q, want %s", reason, nexov1alpha1.ReasonUnsigned)
 	}
 	if !meta.IsStatusConditionFalse(obj.Status.Conditions, nexov1alpha1.ConditionSignatureValid) {
 		t.Errorf("SignatureValid not False: %+v", obj.Status.Conditions)

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/wire"
@@ -162,7 +161,7 @@ func TestConfigPerRevision(t *testing.T) {
 	}
 	started := map[string]int{}
 	for _, e := range evs.Items {
-		if e.Regarding.Kind == "NexoProxy" && e.Reason == controllers.EventRolloutStarted {
+		if e.Regarding.Kind == "NexoProxy" && e.Reason == nexov1alpha1.EventRolloutStarted {
 			started[e.Note]++
 		}
 	}
@@ -205,7 +204,7 @@ func TestConflictOnANewRevisionChangesNothing(t *testing.T) {
 	if err := k8s.Update(ctx, profile); err != nil {
 		t.Fatal(err)
 	}
-	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(controllers.ReasonConflict))
+	p := waitProxy(t, ns, time.Minute, "Conflict", hasReason(nexov1alpha1.ReasonConflict))
 	if p.Status.Phase != nexov1alpha1.ProxyDegraded || p.Status.GraphRevision != before.Status.GraphRevision || p.Status.AvailableRevision != before.Status.AvailableRevision {
 		t.Errorf("status after the conflict: phase %s, revisions %s/%s (was %s)", p.Status.Phase, p.Status.GraphRevision, p.Status.AvailableRevision, before.Status.GraphRevision)
 	}
@@ -251,7 +250,7 @@ func TestStalledRolloutIsReported(t *testing.T) {
 	if err := k8s.Update(ctx, pr); err != nil {
 		t.Fatal(err)
 	}
-	p := waitProxy(t, ns, 2*time.Minute, "RolloutStalled", hasReason(controllers.ReasonRolloutStalled))
+	p := waitProxy(t, ns, 2*time.Minute, "RolloutStalled", hasReason(nexov1alpha1.ReasonRolloutStalled))
 	_, msg := readyReason(p)
 	if p.Status.Phase != nexov1alpha1.ProxyDegraded || !strings.Contains(msg, "graph revision "+p.Status.GraphRevision) ||
 		p.Status.AvailableRevision != before.Status.GraphRevision || !strings.Contains(msg, "keep serving graph revision "+before.Status.GraphRevision) {
@@ -266,7 +265,7 @@ func TestStalledRolloutIsReported(t *testing.T) {
 	}
 	n := 0
 	for _, e := range evs.Items {
-		if e.Reason == controllers.ReasonRolloutStalled && e.Type == corev1.EventTypeWarning {
+		if e.Reason == nexov1alpha1.ReasonRolloutStalled && e.Type == corev1.EventTypeWarning {
 			n++
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/controllers"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
@@ -95,7 +94,7 @@ func TestTenantCannotCopyOperatorNamespaceSecrets(t *testing.T) {
 		}
 		return true
 	})
-	p := waitProxy(t, ns, time.Minute, "blocked on the connect token", hasReason(controllers.ReasonPullSecretNotShareable))
+	p := waitProxy(t, ns, time.Minute, "blocked on the connect token", hasReason(nexov1alpha1.ReasonPullSecretNotShareable))
 	if _, msg := readyReason(p); !strings.Contains(msg, wire.ConnectTokenSecret) || strings.Contains(msg, token) {
 		t.Errorf("reason does not name the Secret (or shows its value): %s", msg)
 	}
@@ -112,7 +111,7 @@ func TestTenantCannotCopyOperatorNamespaceSecrets(t *testing.T) {
 	setPullSecrets(t, tenant, ns, "unmarked-registry")
 	waitProxy(t, ns, time.Minute, "blocked on the unmarked registry Secret", func(p *nexov1alpha1.NexoProxy) bool {
 		r, msg := readyReason(p)
-		return r == controllers.ReasonPullSecretNotShareable && strings.Contains(msg, "unmarked-registry")
+		return r == nexov1alpha1.ReasonPullSecretNotShareable && strings.Contains(msg, "unmarked-registry")
 	})
 	if secretExists(t, ns, render.PullSecretName(proxyName, "unmarked-registry")) {
 		t.Fatal("an unmarked registry Secret was copied")
@@ -157,7 +156,7 @@ func TestTenantCannotCopyOperatorNamespaceSecrets(t *testing.T) {
 	waitGone("its source lost the registry-credential mark")
 	waitProxy(t, ns, time.Minute, "Degraded on the unmarked source", func(p *nexov1alpha1.NexoProxy) bool {
 		r, _ := readyReason(p)
-		return r == controllers.ReasonPullSecretNotShareable && p.Status.Phase == nexov1alpha1.ProxyDegraded
+		return r == nexov1alpha1.ReasonPullSecretNotShareable && p.Status.Phase == nexov1alpha1.ProxyDegraded
 	})
 	if strings.Contains(operatorLogs.String(), token) {
 		t.Fatal("the connect token appeared in the operator's logs")
@@ -223,7 +222,7 @@ func TestSignatureCannotBeSwitchedOffOrReplayed(t *testing.T) {
 	}
 	waitProxy(t, ns, time.Minute, "refused after the label was dropped", func(p *nexov1alpha1.NexoProxy) bool {
 		r, _ := readyReason(p)
-		return r == controllers.ReasonSignatureMismatch && p.Status.Phase == nexov1alpha1.ProxyDegraded
+		return r == nexov1alpha1.ReasonSignatureMismatch && p.Status.Phase == nexov1alpha1.ProxyDegraded
 	})
 	unchanged("an edit with the managed-by label dropped")
 
@@ -237,7 +236,7 @@ func TestSignatureCannotBeSwitchedOffOrReplayed(t *testing.T) {
 	if err := k8s.Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	waitProxy(t, ns, time.Minute, "refused after the signature was stripped", hasReason(controllers.ReasonUnsigned))
+	waitProxy(t, ns, time.Minute, "refused after the signature was stripped", hasReason(nexov1alpha1.ReasonUnsigned))
 	unchanged("an edit with the signature stripped")
 
 	// 3. A newer signed manifest is accepted.
@@ -246,12 +245,12 @@ func TestSignatureCannotBeSwitchedOffOrReplayed(t *testing.T) {
 
 	// 4. The revision-5 manifest re-applied (a replay of an older, validly signed change).
 	signedProxyUpdate(t, ns, signedFor(5), func(p *nexov1alpha1.NexoProxy) { p.Spec.Replicas = ptr.To(replicas + 1) })
-	waitProxy(t, ns, time.Minute, "replay refused", hasReason(controllers.ReasonSignatureReplayed))
+	waitProxy(t, ns, time.Minute, "replay refused", hasReason(nexov1alpha1.ReasonSignatureReplayed))
 	unchanged("a replayed older manifest")
 
 	// 5. Signed for another environment, at a higher revision.
 	signedProxyUpdate(t, ns, signature.Claims{Audience: "ffffffffffff", Revision: 9}, func(p *nexov1alpha1.NexoProxy) { p.Spec.Replicas = ptr.To(replicas + 1) })
-	waitProxy(t, ns, time.Minute, "other environment refused", hasReason(controllers.ReasonWrongAudience))
+	waitProxy(t, ns, time.Minute, "other environment refused", hasReason(nexov1alpha1.ReasonWrongAudience))
 	unchanged("another environment's manifest")
 }
 
@@ -275,7 +274,7 @@ func TestLicenseSlotsHoldPerDocument(t *testing.T) {
 	}
 
 	applyGraphAs(t, tenantClient(t, "slots-b"), "slots-b", []byte(doc), nil)
-	second := waitProxy(t, "slots-b", time.Minute, "refused: the document's one slot is taken", hasReason(controllers.ReasonLicenseExhausted))
+	second := waitProxy(t, "slots-b", time.Minute, "refused: the document's one slot is taken", hasReason(nexov1alpha1.ReasonLicenseExhausted))
 	if _, msg := readyReason(second); !strings.Contains(msg, "covers 1 proxies and 2 use its license document") {
 		t.Errorf("message: %s", msg)
 	}

@@ -6,10 +6,13 @@ import (
 	"strings"
 	"time"
 
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 
@@ -333,16 +336,21 @@ func checkPipelineRefs(ctx context.Context, e *Env) Outcome {
 		return fail(err.Error())
 	}
 	var bad []string
-	for _, p := range pipelines {
-		for _, ref := range pipelineRefs(p) {
-			_, known := catalog.Lookup(ref.kind)
+	for _, u := range pipelines {
+		p := &nexov1alpha1.NexoPipeline{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+			bad = append(bad, fmt.Sprintf("NexoPipeline %s cannot be read: %v", nsName(u), err))
+			continue
+		}
+		for _, ref := range p.Refs() {
+			_, known := catalog.Lookup(ref.Kind)
 			switch {
 			case !known:
-				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s is not a Nexo kind", nsName(p), ref.slot, ref.kind))
-			case !installed[ref.kind]:
-				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s has no CRD installed", nsName(p), ref.slot, ref.kind))
-			case supportOf(m, ref.kind) != catalog.Reconciled:
-				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s", nsName(p), ref.slot, catalog.UnsupportedMessage(ref.kind)))
+				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s is not a Nexo kind", nsName(u), ref.Position(), ref.Kind))
+			case !installed[ref.Kind]:
+				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s has no CRD installed", nsName(u), ref.Position(), ref.Kind))
+			case supportOf(m, ref.Kind) != catalog.Reconciled:
+				bad = append(bad, fmt.Sprintf("NexoPipeline %s %s: %s", nsName(u), ref.Position(), catalog.UnsupportedMessage(ref.Kind)))
 			}
 		}
 	}
@@ -350,25 +358,6 @@ func checkPipelineRefs(ctx context.Context, e *Env) Outcome {
 		return fail(fmt.Sprintf("%d references can never become Ready", len(bad)), bad...)
 	}
 	return ok(fmt.Sprintf("%d pipelines checked", len(pipelines)))
-}
-
-type ref struct{ slot, kind string }
-
-func pipelineRefs(p *unstructured.Unstructured) []ref {
-	var out []ref
-	if k, found, _ := unstructured.NestedString(p.Object, "spec", "router", "kind"); found {
-		out = append(out, ref{"router", k})
-	}
-	for _, slot := range []string{"request", "response", "connection"} {
-		items, _, _ := unstructured.NestedSlice(p.Object, "spec", slot)
-		for i, it := range items {
-			if m, okm := it.(map[string]any); okm {
-				k, _ := m["kind"].(string)
-				out = append(out, ref{fmt.Sprintf("%s[%d]", slot, i), k})
-			}
-		}
-	}
-	return out
 }
 
 // ifManagerInstalled runs a Manager check only when the Manager is part of the install: with

@@ -2,14 +2,6 @@ package v1alpha1
 
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-// Condition types shared by every Nexo kind.
-const (
-	// ConditionReady is present on every Nexo object.
-	ConditionReady = "Ready"
-	// ConditionSignatureValid reports the managed-resource signature check.
-	ConditionSignatureValid = "SignatureValid"
-)
-
 // Status is the status every Nexo kind reports.
 type Status struct {
 	// observedGeneration is the metadata.generation the conditions describe.

@@ -92,14 +92,6 @@ const (
 	ProxyFailed      ProxyPhase = "Failed"
 )
 
-// NexoProxy condition types, in the order the reconcile sets them.
-const (
-	ConditionValidated          = "Validated"
-	ConditionReferencesResolved = "ReferencesResolved"
-	ConditionLicensed           = "Licensed"
-	ConditionWorkloadAvailable  = "WorkloadAvailable"
-)
-
 // NexoProxyStatus is the observed state of a NexoProxy.
 type NexoProxyStatus struct {
 	Status `json:",inline"`

@@ -270,17 +270,8 @@ func graph(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []Gr
 	nodes = append(nodes, pipe)
 	pl := &nexov1alpha1.NexoPipeline{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.PipelineRef.Name}, pl); err == nil {
-		if r := pl.Spec.Router; r != nil {
-			nodes = append(nodes, node(2, "router", r.Kind, r.Name))
-		}
-		for _, r := range pl.Spec.Request {
-			nodes = append(nodes, node(2, "request", r.Kind, r.Name))
-		}
-		for _, r := range pl.Spec.Response {
-			nodes = append(nodes, node(2, "response", r.Kind, r.Name))
-		}
-		for _, r := range pl.Spec.Connection {
-			nodes = append(nodes, node(2, "connection", r.Kind, r.Name))
+		for _, r := range pl.Refs() {
+			nodes = append(nodes, node(2, string(r.Slot), r.Kind, r.Name))
 		}
 	}
 	for _, r := range p.Spec.ObservabilityRefs {
