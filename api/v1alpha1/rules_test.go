@@ -14,7 +14,9 @@ import (
 // Every Go-side rule of every kind (api/v1alpha1/<kind>_funcs.go): what it refuses, with which
 // reason and which words, and what it accepts.
 func TestValidate(t *testing.T) {
-	ref := func(kind, name string) nexov1alpha1.RequestStepRef { return nexov1alpha1.RequestStepRef{Kind: kind, Name: name} }
+	ref := func(kind, name string) nexov1alpha1.RequestStepRef {
+		return nexov1alpha1.RequestStepRef{Kind: kind, Name: name}
+	}
 	target := func(name, addr string) nexov1alpha1.WeightedTarget {
 		return nexov1alpha1.WeightedTarget{Target: nexov1alpha1.Target{Name: name, Address: nexov1alpha1.Address(addr)}, Weight: 50}
 	}
