@@ -15,6 +15,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/randomgraph"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/wire"
 )
@@ -158,7 +159,8 @@ func resolveRandomGraph(t *testing.T, data []byte) string {
 			proxy)
 
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
-		r := &ProxyReconciler{Client: c, APIReader: c, Scheme: scheme, OperatorNamespace: opNS}
+		r := &ProxyReconciler{Client: c, APIReader: c, Scheme: scheme, OperatorNamespace: opNS,
+			secretMeta: slimcache.For[*slimcache.ChildMeta](&slimcache.Registry{}, corev1.SchemeGroupVersion.WithKind("Secret"), true)}
 		outcome := func() string {
 			res, b, err := r.resolve(ctx, proxy)
 			if err != nil {

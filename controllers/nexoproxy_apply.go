@@ -20,6 +20,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/wire"
 )
@@ -53,13 +54,13 @@ type child struct {
 func resourceVersion(o client.Object) string { return o.GetResourceVersion() }
 
 // metadataChild is a child (ConfigMap, Secret or Service) whose cache holds only its metadata.
-func metadataChild(desired, full client.Object, store *stateStore[*ChildMeta], inSync func() bool, correct func()) *child {
+func metadataChild(desired, full client.Object, store slimcache.Store[*slimcache.ChildMeta], inSync func() bool, correct func()) *child {
 	return &child{desired: desired, full: full, from: storeReader(store), version: resourceVersion, inSync: inSync, correct: correct}
 }
 
-func storeReader[T client.Object](s *stateStore[T]) func(types.NamespacedName) (client.Object, bool) {
+func storeReader[T client.Object](s slimcache.Store[T]) func(types.NamespacedName) (client.Object, bool) {
 	return func(key types.NamespacedName) (client.Object, bool) {
-		v, ok := s.get(key)
+		v, ok := s.Get(key)
 		if !ok {
 			return nil, false
 		}
@@ -70,20 +71,20 @@ func storeReader[T client.Object](s *stateStore[T]) func(types.NamespacedName) (
 // apply creates or corrects the proxy's children. A converged proxy costs no API call and a new
 // one costs only its creates. A name held by someone else is a Conflict: nothing is overwritten,
 // and children this pass created are removed again, so a conflict leaves nothing half-applied.
-func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*DeploymentState, *blocked, error) {
+func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoProxy, res *resolved, configHash, revision string) (*slimcache.DeploymentState, *blocked, error) {
 	g := res.graph
 	proxyKey := client.ObjectKeyFromObject(proxy)
 	var children []*child
 	for _, cm := range render.ConfigMaps(g, revision) {
 		existing := &corev1.ConfigMap{}
-		children = append(children, metadataChild(cm, existing, &r.configMaps,
+		children = append(children, metadataChild(cm, existing, r.configMaps,
 			func() bool { return equality.Semantic.DeepEqual(cm.Data, existing.Data) && labelsSubset(cm, existing) },
 			func() { existing.Data = cm.Data; mergeLabels(cm, existing) }))
 	}
 	for _, src := range res.pullSecrets {
 		s := render.PullSecret(g, src)
 		existing := &corev1.Secret{}
-		children = append(children, metadataChild(s, existing, &r.secretMeta,
+		children = append(children, metadataChild(s, existing, r.secretMeta,
 			func() bool {
 				return equality.Semantic.DeepEqual(s.Data, existing.Data) && s.Type == existing.Type && labelsSubset(s, existing) &&
 					existing.Annotations[render.CopiedFromKey] == s.Annotations[render.CopiedFromKey]
@@ -96,13 +97,13 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	}
 	dep := render.Deployment(g, configHash, revision)
 	fullDep := &appsv1.Deployment{}
-	depChild := &child{desired: dep, full: fullDep, from: storeReader(&r.deployments), version: deploymentVersion,
+	depChild := &child{desired: dep, full: fullDep, from: storeReader(r.deployments), version: deploymentVersion,
 		inSync:  func() bool { return deploymentInSync(dep, fullDep) },
 		correct: func() { fullDep.Spec = dep.Spec; mergeLabels(dep, fullDep) }}
 	children = append(children, depChild)
 	svc := render.Service(g)
 	existingSvc := &corev1.Service{}
-	children = append(children, metadataChild(svc, existingSvc, &r.services,
+	children = append(children, metadataChild(svc, existingSvc, r.services,
 		func() bool { return serviceInSync(svc, existingSvc) },
 		func() { correctService(svc, existingSvc); mergeLabels(svc, existingSvc) }))
 
@@ -199,7 +200,7 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 	if err := r.pruneCopies(ctx, proxy, func(source string) bool { return wanted[source] }); err != nil {
 		return nil, nil, err
 	}
-	return stateOf(depChild.cached), nil, nil
+	return slimcache.StateOf(depChild.cached), nil, nil
 }
 
 // pruneRevisions deletes the proxy's config ConfigMaps of revisions no ReplicaSet can use any
@@ -210,8 +211,8 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha1.NexoProxy) error {
 	keep := map[string]bool{proxy.Status.GraphRevision: true, proxy.Status.PreviousRevision: true}
 	legacy := map[string]bool{proxy.Name + "-routing": true, proxy.Name + "-steps": true}
-	for _, m := range r.configMaps.list(func(m *ChildMeta) bool {
-		if m.Namespace != proxy.Namespace || m.Owner.UID != proxy.UID || m.Owner.Kind != "NexoProxy" || m.Deleting {
+	for _, m := range r.configMaps.List(proxy.Namespace, func(m *slimcache.ChildMeta) bool {
+		if m.Owner.UID != proxy.UID || m.Owner.Kind != "NexoProxy" || m.Deleting {
 			return false
 		}
 		rev := render.ConfigRevision(proxy.Name, m.Name)
@@ -233,8 +234,8 @@ func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha
 // is conditional on the resourceVersion seen, so a Secret that changed hands is never deleted.
 func (r *ProxyReconciler) pruneCopies(ctx context.Context, proxy *nexov1alpha1.NexoProxy, keep func(source string) bool) error {
 	prefix := render.PullSecretName(proxy.Name, "")
-	for _, m := range r.secretMeta.list(func(m *ChildMeta) bool {
-		return m.Namespace == proxy.Namespace && strings.HasPrefix(m.Name, prefix) && m.Owner.UID == proxy.UID && m.Owner.Kind == "NexoProxy"
+	for _, m := range r.secretMeta.List(proxy.Namespace, func(m *slimcache.ChildMeta) bool {
+		return strings.HasPrefix(m.Name, prefix) && m.Owner.UID == proxy.UID && m.Owner.Kind == "NexoProxy"
 	}) {
 		if keep(strings.TrimPrefix(m.Name, prefix)) {
 			continue

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +27,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 )
 
 // waitRequeue is how soon a proxy waiting for a reference is checked again.
@@ -49,14 +52,17 @@ type ProxyReconciler struct {
 	Workers int
 	// Recorder emits Events on NexoProxies (nil: none).
 	Recorder events.EventRecorder
+	// Informers gives the trimmed state of the children and Secrets (see SetupWithManager).
+	Informers *slimcache.Registry
 
 	secrets  secretUsers
 	metrics  *proxyMetrics
 	versions childVersions
-	// What the children's and Secrets' informers show (fed by their recordingHandlers).
-	deployments                      stateStore[*DeploymentState]
-	services, configMaps, secretMeta stateStore[*ChildMeta]
-	slots                            licenseSlots
+	// What the children's and Secrets' informers keep, read from their own stores.
+	deployments          slimcache.Store[*slimcache.DeploymentState]
+	configMaps, services slimcache.Store[*slimcache.ChildMeta]
+	secretMeta           slimcache.Store[*slimcache.ChildMeta]
+	slots                licenseSlots
 }
 
 // SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
@@ -83,23 +89,22 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	c := mgr.GetCache()
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &nexov1alpha1.NexoProxy{}, handler.OnlyControllerOwner())
-	r.deployments.of = deploymentStateOf
-	r.services.of, r.configMaps.of, r.secretMeta.of = childMetaOf, childMetaOf, childMetaOf
+	core := corev1.SchemeGroupVersion
+	r.deployments = slimcache.For[*slimcache.DeploymentState](r.Informers, appsv1.SchemeGroupVersion.WithKind("Deployment"), false)
+	r.configMaps = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("ConfigMap"), true)
+	r.services = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("Service"), true)
+	r.secretMeta = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("Secret"), true)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nexoproxies").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
 		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
-		// Owns, but each informer's handler first records the object's state (child_meta.go).
-		WatchesRawSource(source.Kind(c, client.Object(&appsv1.Deployment{}), handler.EventHandler(
-			recordingHandler[*DeploymentState]{store: &r.deployments, then: []filtered{{deploymentChanged(), owner}}}))).
-		WatchesRawSource(source.Kind(c, client.Object(metadataOf("Service")), handler.EventHandler(
-			recordingHandler[*ChildMeta]{store: &r.services, then: []filtered{{childChanged(), owner}}}))).
-		WatchesRawSource(source.Kind(c, client.Object(metadataOf("ConfigMap")), handler.EventHandler(
-			recordingHandler[*ChildMeta]{store: &r.configMaps, then: []filtered{{childChanged(), owner}}}))).
+		// Owns, on informers whose cache keeps only a slimcache entry per object.
+		WatchesRawSource(source.Kind(c, client.Object(&appsv1.Deployment{}), owner, deploymentChanged())).
+		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("Service")), owner, childChanged())).
+		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("ConfigMap")), owner, childChanged())).
 		// Secrets: the pull-Secret copies are children; any Secret may be referenced.
-		WatchesRawSource(source.Kind(c, client.Object(metadataOf("Secret")), handler.EventHandler(
-			recordingHandler[*ChildMeta]{store: &r.secretMeta, then: []filtered{{childChanged(), owner},
-				{nil, handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor)}}}))).
+		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("Secret")), owner, childChanged())).
+		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("Secret")), handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor))).
 		Watches(&nexov1alpha1.NexoProxy{}, handler.EnqueueRequestsFromMapFunc(r.proxiesSharingLicense),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -137,7 +142,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	before := proxy.DeepCopy()
 	s := &proxyScope{proxy: proxy, key: req.NamespacedName, passed: map[string]string{}}
-	if dep, ok := r.deployments.get(req.NamespacedName); ok && metav1.IsControlledBy(dep, proxy) {
+	if dep, ok := r.deployments.Get(req.NamespacedName); ok && metav1.IsControlledBy(dep, proxy) {
 		s.running = dep
 	}
 	err := r.runPhases(ctx, s)

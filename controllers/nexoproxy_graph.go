@@ -207,7 +207,7 @@ func (res *resolved) addSecrets(ns string, obj nexov1alpha1.Object) {
 // resourceVersion; the content is fetched from the API server only when it moved, so a Secret
 // shared by many proxies is read once, and only referenced Secrets are held in memory.
 func (r *ProxyReconciler) readSecret(ctx context.Context, key types.NamespacedName) (*corev1.Secret, error) {
-	if m, ok := r.secretMeta.get(key); ok {
+	if m, ok := r.secretMeta.Get(key); ok {
 		if cached := r.secrets.content(key, m.ResourceVersion); cached != nil {
 			return cached, nil
 		}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 )
 
 // Field indexes on every reference, so a change re-queues exactly the proxies that use it.
@@ -135,8 +136,8 @@ func childChanged() predicate.Predicate {
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			a, b := e.ObjectOld, e.ObjectNew
-			da, ok1 := a.(*DeploymentState)
-			db, ok2 := b.(*DeploymentState)
+			da, ok1 := a.(*slimcache.DeploymentState)
+			db, ok2 := b.(*slimcache.DeploymentState)
 			if !ok1 || !ok2 {
 				return a.GetResourceVersion() != b.GetResourceVersion()
 			}
@@ -155,7 +156,7 @@ func deploymentChanged() predicate.Predicate {
 			if child.Update(e) {
 				return true
 			}
-			return workloadOf(stateOf(e.ObjectOld)) != workloadOf(stateOf(e.ObjectNew))
+			return workloadOf(slimcache.StateOf(e.ObjectOld)) != workloadOf(slimcache.StateOf(e.ObjectNew))
 		},
 	}
 }

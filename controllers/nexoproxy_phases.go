@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/render"
 )
 
@@ -18,12 +19,12 @@ type proxyScope struct {
 	proxy *nexov1alpha1.NexoProxy
 	key   types.NamespacedName
 	// running is the Deployment the proxy controls at the start of the pass (nil: none yet).
-	running *DeploymentState
+	running *slimcache.DeploymentState
 
 	res *resolved
 	// revision and configHash of the resolved graph, and the Deployment once they are applied.
 	revision, configHash string
-	applied              *DeploymentState
+	applied              *slimcache.DeploymentState
 
 	// passed is the message of every phase that passed, by condition type.
 	passed map[string]string
@@ -223,7 +224,7 @@ type workload struct {
 
 // workloadOf summarises a Deployment: available means current, fully updated and every replica
 // ready, with no surge pod left.
-func workloadOf(dep *DeploymentState) workload {
+func workloadOf(dep *slimcache.DeploymentState) workload {
 	want, s := dep.Replicas, dep.Status
 	return workload{
 		replicas: want, ready: s.ReadyReplicas,
@@ -234,7 +235,7 @@ func workloadOf(dep *DeploymentState) workload {
 }
 
 // reportWorkload copies the Deployment's replica counts and availability into status.
-func reportWorkload(p *nexov1alpha1.NexoProxy, dep *DeploymentState) workload {
+func reportWorkload(p *nexov1alpha1.NexoProxy, dep *slimcache.DeploymentState) workload {
 	w := workloadOf(dep)
 	p.Status.Replicas, p.Status.ReadyReplicas = w.replicas, w.ready
 	if w.available {

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
@@ -38,8 +39,8 @@ func TestPhasesFollowTheConditionOrder(t *testing.T) {
 }
 
 func TestProxyStatus(t *testing.T) {
-	dep := func(gen, observed int64, ready, updated int32, stalled bool) *DeploymentState {
-		d := &DeploymentState{Replicas: 2, Status: ReplicaCounts{ObservedGeneration: observed, Replicas: 2, UpdatedReplicas: updated, ReadyReplicas: ready, Available: ready, Stalled: stalled}}
+	dep := func(gen, observed int64, ready, updated int32, stalled bool) *slimcache.DeploymentState {
+		d := &slimcache.DeploymentState{Replicas: 2, Status: slimcache.ReplicaCounts{ObservedGeneration: observed, Replicas: 2, UpdatedReplicas: updated, ReadyReplicas: ready, Available: ready, Stalled: stalled}}
 		d.Name, d.Generation = "p", gen
 		return d
 	}
@@ -114,17 +115,17 @@ func TestProxyStatus(t *testing.T) {
 func TestWorkloadOf(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
-		counts             ReplicaCounts
+		counts             slimcache.ReplicaCounts
 		available, stalled bool
 	}{
-		{"all ready and updated", ReplicaCounts{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, Available: 2}, true, false},
-		{"old generation observed", ReplicaCounts{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, Available: 2}, false, false},
-		{"a surge pod left", ReplicaCounts{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 2, Available: 2}, false, false},
-		{"one not updated", ReplicaCounts{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 2, Available: 2}, false, false},
-		{"stalled", ReplicaCounts{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, Available: 1, Stalled: true}, false, true},
-		{"stalled on an old generation is not reported", ReplicaCounts{ObservedGeneration: 1, Stalled: true}, false, false},
+		{"all ready and updated", slimcache.ReplicaCounts{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, Available: 2}, true, false},
+		{"old generation observed", slimcache.ReplicaCounts{ObservedGeneration: 1, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, Available: 2}, false, false},
+		{"a surge pod left", slimcache.ReplicaCounts{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 2, ReadyReplicas: 2, Available: 2}, false, false},
+		{"one not updated", slimcache.ReplicaCounts{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 2, Available: 2}, false, false},
+		{"stalled", slimcache.ReplicaCounts{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 1, Available: 1, Stalled: true}, false, true},
+		{"stalled on an old generation is not reported", slimcache.ReplicaCounts{ObservedGeneration: 1, Stalled: true}, false, false},
 	} {
-		d := &DeploymentState{Replicas: 2, Status: tc.counts}
+		d := &slimcache.DeploymentState{Replicas: 2, Status: tc.counts}
 		d.Generation = 2
 		if w := workloadOf(d); w.available != tc.available || w.stalled != tc.stalled {
 			t.Errorf("%s: %+v", tc.name, w)
@@ -228,11 +229,11 @@ func TestServiceInSync(t *testing.T) {
 }
 
 func TestPredicates(t *testing.T) {
-	child := func(rv string, gen int64, owner string) *ChildMeta {
-		return &ChildMeta{Name: "p", Namespace: "n", ResourceVersion: rv, Generation: gen, Owner: ControllerRef{Kind: "NexoProxy", Name: owner}}
+	child := func(rv string, gen int64, owner string) *slimcache.ChildMeta {
+		return &slimcache.ChildMeta{Name: "p", Namespace: "n", ResourceVersion: rv, Generation: gen, Owner: slimcache.ControllerRef{Kind: "NexoProxy", Name: owner}}
 	}
-	dep := func(rv string, gen int64, labels uint64, ready int32) *DeploymentState {
-		return &DeploymentState{ChildMeta: *child(rv, gen, "p"), LabelsHash: labels, Replicas: 1, Status: ReplicaCounts{ObservedGeneration: gen, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: ready, Available: ready}}
+	dep := func(rv string, gen int64, labels uint64, ready int32) *slimcache.DeploymentState {
+		return &slimcache.DeploymentState{ChildMeta: *child(rv, gen, "p"), LabelsHash: labels, Replicas: 1, Status: slimcache.ReplicaCounts{ObservedGeneration: gen, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: ready, Available: ready}}
 	}
 	ready := func(gen int64, status metav1.ConditionStatus, reason string) *nexov1alpha1.NexoRateLimit {
 		o := &nexov1alpha1.NexoRateLimit{}

@@ -17,6 +17,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/wire"
 )
 
@@ -30,6 +31,10 @@ type Options struct {
 	Now func() time.Time
 	// ProxyWorkers is the NexoProxy controller's concurrency (default 4).
 	ProxyWorkers int
+	// Informers is the registry the manager's cache creates its informers through
+	// (cache.Options.NewInformer); the NexoProxy controller reads its children's trimmed state
+	// from their stores.
+	Informers *slimcache.Registry
 }
 
 // Setup registers one controller per reconciled kind of the catalog, and none for schema-only
@@ -52,7 +57,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error
 			err = (&ProxyReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				OperatorNamespace: opts.OperatorNamespace, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures,
-				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: mgr.GetEventRecorder(wire.OperatorName),
+				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: mgr.GetEventRecorder(wire.OperatorName), Informers: opts.Informers,
 			}).SetupWithManager(ctx, mgr)
 		case "NexoLicense":
 			err = (&LicenseReconciler{

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -26,6 +25,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/scheme"
@@ -116,17 +116,18 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	}
 
 	// Generated children are cached only when they carry the operator's label, and trimmed to the
-	// fields the controllers read (controllers/cache.go): ConfigMaps, Services and Secrets as
+	// fields the controllers read (internal/slimcache): ConfigMaps, Services and Secrets as
 	// metadata, Deployments without their pod template. Secrets are cached as metadata only (their
 	// content is read on demand), so unrelated objects cost no memory beyond their names.
 	ours := labels.SelectorFromSet(labels.Set{render.ManagedByLabel: render.ManagedByValue})
-	metadataOf := func(kind string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: kind}}
-	}
-	secrets := cache.ByObject{Transform: controllers.TrimMetadata}
+	secrets := cache.ByObject{Transform: slimcache.TrimMetadata}
 	// managedFields are never read by the operator and are a large part of every cached object.
 	// A read of a kind no controller watches fails instead of starting an unscoped informer.
-	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ReaderFailOnMissingInformer: true}
+	// Every informer is created through the registry, so the controllers read the trimmed
+	// entries from the informers' own stores.
+	sch := scheme.New()
+	informers := &slimcache.Registry{Scheme: sch}
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ReaderFailOnMissingInformer: true, NewInformer: informers.NewInformer}
 	if len(cfg.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		secrets.Namespaces = map[string]cache.Config{cfg.OperatorNamespace: {}}
@@ -136,11 +137,11 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		}
 	}
 	cacheOpts.ByObject = map[client.Object]cache.ByObject{
-		metadataOf("ConfigMap"):   {Label: ours, Transform: controllers.TrimMetadata},
-		metadataOf("Service"):     {Label: ours, Transform: controllers.TrimMetadata},
-		&appsv1.Deployment{}:      {Label: ours, Transform: controllers.TrimDeployment},
-		&nexov1alpha1.NexoProxy{}: {Transform: controllers.TrimProxy},
-		metadataOf("Secret"):      secrets,
+		slimcache.MetadataOf("ConfigMap"): {Label: ours, Transform: slimcache.TrimMetadata},
+		slimcache.MetadataOf("Service"):   {Label: ours, Transform: slimcache.TrimMetadata},
+		&appsv1.Deployment{}:              {Label: ours, Transform: slimcache.TrimDeployment},
+		&nexov1alpha1.NexoProxy{}:         {Transform: slimcache.TrimProxy},
+		slimcache.MetadataOf("Secret"):    secrets,
 	}
 
 	// The operator talks to its own cluster's API server: gzip would cost CPU on both ends of
@@ -148,7 +149,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	restConfig = rest.CopyConfig(restConfig)
 	restConfig.DisableCompression = true
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                  scheme.New(),
+		Scheme:                  sch,
 		Cache:                   cacheOpts,
 		Metrics:                 metricsOptions(cfg),
 		HealthProbeBindAddress:  cfg.ProbeAddr,
@@ -172,6 +173,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		RequireSignatures: cfg.RequireSignatures,
 		LicenseKeys:       licenseKeys,
 		ProxyWorkers:      cfg.ProxyWorkers,
+		Informers:         informers,
 	})
 	if err != nil {
 		return nil, nil, err

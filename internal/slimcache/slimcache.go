@@ -1,4 +1,7 @@
-package controllers
+// Package slimcache is the operator's memory layer: what its informers keep of the objects it
+// reads (ChildMeta, DeploymentState, a trimmed NexoProxy), the cache transforms that produce
+// them, and Store, which reads those entries straight from the informers' own stores.
+package slimcache
 
 import (
 	"unique"
@@ -24,7 +27,7 @@ import (
 // Secrets): they store a ChildMeta.
 func TrimMetadata(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		c := metaOf(m)
+		c := MetaOf(m)
 		return &c, nil
 	}
 	return obj, nil
@@ -37,21 +40,21 @@ func TrimProxy(obj any) (any, error) {
 		return obj, nil
 	}
 	p.ManagedFields = nil
-	p.Status.Phase = nexov1alpha1.ProxyPhase(intern(string(p.Status.Phase)))
+	p.Status.Phase = nexov1alpha1.ProxyPhase(Intern(string(p.Status.Phase)))
 	if n := len(p.Status.Conditions); n > 0 {
 		// Decoding grows the slice by doubling; the copy has exactly its length.
 		conds := make([]metav1.Condition, n)
 		copy(conds, p.Status.Conditions)
 		for i := range conds {
 			c := &conds[i]
-			c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), intern(c.Message)
-			c.Status = metav1.ConditionStatus(intern(string(c.Status)))
+			c.Type, c.Reason, c.Message = Intern(c.Type), Intern(c.Reason), Intern(c.Message)
+			c.Status = metav1.ConditionStatus(Intern(string(c.Status)))
 		}
 		p.Status.Conditions = conds
 	}
 	return p, nil
 }
 
-// intern returns the one copy of s that every cached object shares: decoding allocates each
+// Intern returns the one copy of s that every cached object shares: decoding allocates each
 // string afresh for every object, and these repeat across all of them.
-func intern(s string) string { return unique.Make(s).Value() }
+func Intern(s string) string { return unique.Make(s).Value() }

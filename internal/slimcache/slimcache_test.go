@@ -1,9 +1,17 @@
-package controllers_test
+package slimcache_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	fcache "k8s.io/client-go/tools/cache/testing"
+
+	"github.com/nexo-io/nexo-edge/scheme"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/controllers"
+	"github.com/nexo-io/nexo-edge/internal/slimcache"
 )
 
 func fullMeta() metav1.ObjectMeta {
@@ -33,14 +41,14 @@ func TestTrimMetadataKeepsWhatTheControllerReads(t *testing.T) {
 	m := &metav1.PartialObjectMetadata{ObjectMeta: fullMeta()}
 	now := metav1.Now()
 	m.DeletionTimestamp = &now
-	out, _ := controllers.TrimMetadata(m)
-	got := out.(*controllers.ChildMeta)
-	want := controllers.ChildMeta{Name: "p", Namespace: "ns", ResourceVersion: "42", Generation: 3, Deleting: true,
-		Owner: controllers.ControllerRef{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: "u3"}}
+	out, _ := slimcache.TrimMetadata(m)
+	got := out.(*slimcache.ChildMeta)
+	want := slimcache.ChildMeta{Name: "p", Namespace: "ns", ResourceVersion: "42", Generation: 3, Deleting: true,
+		Owner: slimcache.ControllerRef{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: "u3"}}
 	if *got != want {
 		t.Errorf("trimmed metadata\n got %+v\nwant %+v", *got, want)
 	}
-	if again, _ := controllers.TrimMetadata(got); again != got {
+	if again, _ := slimcache.TrimMetadata(got); again != got {
 		t.Error("TrimMetadata is not idempotent")
 	}
 	// As a client.Object it answers what owner handlers and IsControlledBy ask.
@@ -51,16 +59,16 @@ func TestTrimMetadataKeepsWhatTheControllerReads(t *testing.T) {
 	if got.GetDeletionTimestamp() == nil || got.GetResourceVersion() != "42" || len(got.GetOwnerReferences()) != 1 {
 		t.Errorf("accessors: %+v", got)
 	}
-	if c := got.DeepCopyObject().(*controllers.ChildMeta); c == got || *c != *got {
+	if c := got.DeepCopyObject().(*slimcache.ChildMeta); c == got || *c != *got {
 		t.Error("DeepCopyObject is not an equal, separate copy")
 	}
 	noOwner := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", OwnerReferences: fullMeta().OwnerReferences[:1]}}
-	if o, _ := controllers.TrimMetadata(noOwner); o.(*controllers.ChildMeta).GetOwnerReferences() != nil {
+	if o, _ := slimcache.TrimMetadata(noOwner); o.(*slimcache.ChildMeta).GetOwnerReferences() != nil {
 		t.Error("a non-controller owner reference was kept")
 	}
 	// Anything else passes through unchanged (tombstones, other types).
 	cm := &corev1.ConfigMap{ObjectMeta: fullMeta()}
-	if out, _ := controllers.TrimMetadata(cm); !equality.Semantic.DeepEqual(out, &corev1.ConfigMap{ObjectMeta: fullMeta()}) {
+	if out, _ := slimcache.TrimMetadata(cm); !equality.Semantic.DeepEqual(out, &corev1.ConfigMap{ObjectMeta: fullMeta()}) {
 		t.Error("TrimMetadata changed an object that is not PartialObjectMetadata")
 	}
 }
@@ -71,24 +79,24 @@ func TestTrimDeploymentKeepsReplicasCountsAndALabelsHash(t *testing.T) {
 			Containers: []corev1.Container{{Name: "ingress", Image: "i"}}}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, AvailableReplicas: 1,
 			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Message: "long text"}}}}
-	out, _ := controllers.TrimDeployment(d)
-	got := out.(*controllers.DeploymentState)
+	out, _ := slimcache.TrimDeployment(d)
+	got := out.(*slimcache.DeploymentState)
 	if got.Name != "p" || got.Generation != 3 || got.Owner.UID != "u3" {
 		t.Errorf("metadata %+v", got.ChildMeta)
 	}
-	want := controllers.ReplicaCounts{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, Available: 1}
+	want := slimcache.ReplicaCounts{ObservedGeneration: 3, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 1, Available: 1}
 	if got.Replicas != 2 || got.Status != want {
 		t.Errorf("replicas %d, counts %+v", got.Replicas, got.Status)
 	}
-	if again, _ := controllers.TrimDeployment(got); again != got {
+	if again, _ := slimcache.TrimDeployment(got); again != got {
 		t.Error("TrimDeployment is not idempotent")
 	}
 	// The labels hash moves with any label edit and ignores map order.
 	relabel := func(labels map[string]string) uint64 {
 		c := d.DeepCopy()
 		c.Labels = labels
-		o, _ := controllers.TrimDeployment(c)
-		return o.(*controllers.DeploymentState).LabelsHash
+		o, _ := slimcache.TrimDeployment(c)
+		return o.(*slimcache.DeploymentState).LabelsHash
 	}
 	if relabel(map[string]string{"a": "b", "c": "d"}) != relabel(map[string]string{"c": "d", "a": "b"}) {
 		t.Error("labels hash depends on order")
@@ -100,10 +108,10 @@ func TestTrimDeploymentKeepsReplicasCountsAndALabelsHash(t *testing.T) {
 	}
 	// Unset replicas are one, as the API server defaults them.
 	d.Spec.Replicas = nil
-	if o, _ := controllers.TrimDeployment(d.DeepCopy()); o.(*controllers.DeploymentState).Replicas != 1 {
+	if o, _ := slimcache.TrimDeployment(d.DeepCopy()); o.(*slimcache.DeploymentState).Replicas != 1 {
 		t.Error("unset replicas are not 1")
 	}
-	if c := got.DeepCopyObject().(*controllers.DeploymentState); c == got || *c != *got {
+	if c := got.DeepCopyObject().(*slimcache.DeploymentState); c == got || *c != *got {
 		t.Error("DeepCopyObject is not an equal, separate copy")
 	}
 }
@@ -123,8 +131,8 @@ func TestTrimProxySharesConditionStrings(t *testing.T) {
 		p.Status.Phase = nexov1alpha1.ProxyPhase(strings.Clone("Ready"))
 		return p
 	}
-	a, _ := controllers.TrimProxy(decoded())
-	b, _ := controllers.TrimProxy(decoded())
+	a, _ := slimcache.TrimProxy(decoded())
+	b, _ := slimcache.TrimProxy(decoded())
 	pa, pb := a.(*nexov1alpha1.NexoProxy), b.(*nexov1alpha1.NexoProxy)
 	if len(pa.ManagedFields) != 0 || pa.Spec.PipelineRef.Name != "pipe" || pa.Labels["a"] != "b" {
 		t.Errorf("trimmed proxy %+v", pa)
@@ -154,13 +162,80 @@ func TestTrimSharesRepeatedStrings(t *testing.T) {
 		m.Namespace = strings.Clone("ns")
 		return &metav1.PartialObjectMetadata{ObjectMeta: m}
 	}
-	a, _ := controllers.TrimMetadata(decoded())
-	b, _ := controllers.TrimMetadata(decoded())
-	ma, mb := a.(*controllers.ChildMeta), b.(*controllers.ChildMeta)
+	a, _ := slimcache.TrimMetadata(decoded())
+	b, _ := slimcache.TrimMetadata(decoded())
+	ma, mb := a.(*slimcache.ChildMeta), b.(*slimcache.ChildMeta)
 	if unsafe.StringData(ma.Owner.Kind) != unsafe.StringData(mb.Owner.Kind) {
 		t.Error("owner kind is not shared between cached objects")
 	}
 	if unsafe.StringData(ma.Namespace) != unsafe.StringData(mb.Namespace) {
 		t.Error("namespace is not shared between cached objects")
+	}
+}
+
+// A Store reads the trimmed entries from the informers the registry created, by name and by
+// namespace, across the several informers a multi-namespace cache creates for one kind.
+func TestStoreReadsTheInformersOwnStores(t *testing.T) {
+	reg := &slimcache.Registry{Scheme: scheme.New()}
+	store := slimcache.For[*slimcache.ChildMeta](reg, corev1.SchemeGroupVersion.WithKind("ConfigMap"), true)
+	if _, ok := store.Get(types.NamespacedName{Namespace: "a", Name: "x"}); ok {
+		t.Fatal("an entry before any informer exists")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, ns := range []string{"a", "b"} {
+		src := fcache.NewFakeControllerSource()
+		for _, name := range []string{"x", "y"} {
+			m := slimcache.MetadataOf("ConfigMap")
+			m.Namespace, m.Name, m.ResourceVersion = ns, name, "1"
+			src.Add(m)
+		}
+		inf := reg.NewInformer(src, slimcache.MetadataOf("ConfigMap"), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+		if err := inf.SetTransform(slimcache.TrimMetadata); err != nil {
+			t.Fatal(err)
+		}
+		go inf.Run(ctx.Done())
+		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			t.Fatal("no sync")
+		}
+	}
+	// Another kind's informer is not read.
+	reg.NewInformer(fcache.NewFakeControllerSource(), slimcache.MetadataOf("Secret"), 0, toolscache.Indexers{})
+
+	if m, ok := store.Get(types.NamespacedName{Namespace: "b", Name: "y"}); !ok || m.Name != "y" || m.Namespace != "b" {
+		t.Errorf("Get b/y = %+v, %v", m, ok)
+	}
+	if _, ok := store.Get(types.NamespacedName{Namespace: "c", Name: "y"}); ok {
+		t.Error("Get c/y found an entry")
+	}
+	got := store.List("a", func(m *slimcache.ChildMeta) bool { return m.Name != "y" })
+	if len(got) != 1 || got[0].Namespace != "a" || got[0].Name != "x" {
+		t.Errorf("List(a, not y) = %+v", got)
+	}
+	if other := slimcache.For[*slimcache.ChildMeta](reg, corev1.SchemeGroupVersion.WithKind("ConfigMap"), false); len(other.List("a", func(*slimcache.ChildMeta) bool { return true })) != 0 {
+		t.Error("a typed ConfigMap store reads the metadata informers")
+	}
+}
+
+// A ChildMeta keeps no labels or annotations: reading them fails loudly instead of returning
+// none, so a label predicate over a ChildMeta informer cannot silently never match.
+func TestChildMetaRefusesWhatItDoesNotKeep(t *testing.T) {
+	c := &slimcache.ChildMeta{Name: "x"}
+	c.SetLabels(nil) // clearing is harmless
+	c.SetAnnotations(map[string]string{})
+	for name, f := range map[string]func(){
+		"GetLabels":      func() { _ = c.GetLabels() },
+		"GetAnnotations": func() { _ = c.GetAnnotations() },
+		"SetLabels":      func() { c.SetLabels(map[string]string{"a": "b"}) },
+		"SetAnnotations": func() { c.SetAnnotations(map[string]string{"a": "b"}) },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "keeps no") {
+					t.Errorf("%s: recovered %v", name, r)
+				}
+			}()
+			f()
+		}()
 	}
 }

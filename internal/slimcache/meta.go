@@ -1,18 +1,12 @@
-package controllers
+package slimcache
 
 import (
-	"context"
-	"sync"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // ChildMeta is what the operator keeps of each generated child and each Secret in its caches:
@@ -20,8 +14,10 @@ import (
 // reference. A metav1.PartialObjectMetadata is 288 bytes before any of its strings and an owner
 // reference slice; a ChildMeta is 144, and the caches hold several per proxy.
 //
-// It is a client.Object so informers, predicates and owner handlers take it as they are; it is
-// a read-only cache entry, so the setters of fields it does not keep do nothing.
+// It is a client.Object so informers, predicates and owner handlers take it as they are. It is a
+// read-only cache entry: the setters of fields it does not keep ignore empty values. Labels and
+// annotations are refused loudly (see GetLabels): a label predicate over a ChildMeta informer
+// must fail at once, not see no labels.
 type ChildMeta struct {
 	Name, Namespace, ResourceVersion string
 	Generation                       int64
@@ -35,22 +31,22 @@ type ControllerRef struct {
 	UID                    types.UID
 }
 
-// metaOf keeps what ChildMeta holds of an object's metadata; repeated strings are interned.
-func metaOf(m metav1.Object) ChildMeta {
-	c := ChildMeta{Name: m.GetName(), Namespace: intern(m.GetNamespace()), ResourceVersion: m.GetResourceVersion(),
+// MetaOf keeps what ChildMeta holds of an object's metadata; repeated strings are interned.
+func MetaOf(m metav1.Object) ChildMeta {
+	c := ChildMeta{Name: m.GetName(), Namespace: Intern(m.GetNamespace()), ResourceVersion: m.GetResourceVersion(),
 		Generation: m.GetGeneration(), Deleting: m.GetDeletionTimestamp() != nil}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		c.Owner = ControllerRef{APIVersion: intern(ref.APIVersion), Kind: intern(ref.Kind), Name: ref.Name, UID: ref.UID}
+		c.Owner = ControllerRef{APIVersion: Intern(ref.APIVersion), Kind: Intern(ref.Kind), Name: ref.Name, UID: ref.UID}
 	}
 	return c
 }
 
-// childMetaOf is the ChildMeta of any object (the cache's pass through).
-func childMetaOf(o client.Object) (*ChildMeta, bool) {
+// ChildMetaOf is the ChildMeta of any object (the cache's pass through).
+func ChildMetaOf(o client.Object) (*ChildMeta, bool) {
 	if c, ok := o.(*ChildMeta); ok {
 		return c, true
 	}
-	c := metaOf(o)
+	c := MetaOf(o)
 	return &c, true
 }
 
@@ -75,10 +71,6 @@ func (c *ChildMeta) GetCreationTimestamp() metav1.Time             { return meta
 func (c *ChildMeta) SetCreationTimestamp(metav1.Time)              {}
 func (c *ChildMeta) GetDeletionGracePeriodSeconds() *int64         { return nil }
 func (c *ChildMeta) SetDeletionGracePeriodSeconds(*int64)          {}
-func (c *ChildMeta) GetLabels() map[string]string                  { return nil }
-func (c *ChildMeta) SetLabels(map[string]string)                   {}
-func (c *ChildMeta) GetAnnotations() map[string]string             { return nil }
-func (c *ChildMeta) SetAnnotations(map[string]string)              {}
 func (c *ChildMeta) GetFinalizers() []string                       { return nil }
 func (c *ChildMeta) SetFinalizers([]string)                        {}
 func (c *ChildMeta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
@@ -113,107 +105,35 @@ func (c *ChildMeta) SetOwnerReferences(refs []metav1.OwnerReference) {
 	}
 }
 
-// metadataOf is the object a metadata-only informer of a core/v1 kind is asked for by.
-func metadataOf(kind string) *metav1.PartialObjectMetadata {
+// MetadataOf is the object a metadata-only informer of a core/v1 kind is asked for by.
+func MetadataOf(kind string) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
 	return m
 }
 
-// stateStore holds the latest state of every object one informer shows, by name. It is fed by
-// a recordingHandler, which records an event before it queues anything, so a reconcile queued by
-// an event always reads a state at least as new as that event.
-type stateStore[T client.Object] struct {
-	mu     sync.RWMutex
-	byName map[types.NamespacedName]T
-	// of turns what the informer delivers into T (a cache transform already did; this also
-	// serves objects read from the API server).
-	of func(client.Object) (T, bool)
-}
+// GetLabels panics: a ChildMeta keeps no labels, so a label predicate or selector over a
+// ChildMeta informer would silently see none. Compare DeploymentState.LabelsHash, or read the
+// object from the API server.
+func (c *ChildMeta) GetLabels() map[string]string { panic(notKept("labels")) }
 
-// get returns the object's state (shared with the informer: read-only).
-func (s *stateStore[T]) get(key types.NamespacedName) (T, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v, ok := s.byName[key]
-	return v, ok
-}
-
-// list returns the states that match (shared with the informer: read-only).
-func (s *stateStore[T]) list(match func(T) bool) []T {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var out []T
-	for _, v := range s.byName {
-		if match(v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func (s *stateStore[T]) put(o client.Object) {
-	v, ok := s.of(o)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byName == nil {
-		s.byName = map[types.NamespacedName]T{}
-	}
-	s.byName[types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}] = v
-}
-
-func (s *stateStore[T]) remove(o client.Object) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byName, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
-}
-
-// recordingHandler records every event of one informer in a stateStore, then hands it to
-// handlers, each behind its predicate (nil: all events).
-type recordingHandler[T client.Object] struct {
-	store *stateStore[T]
-	then  []filtered
-}
-
-type filtered struct {
-	pred predicate.Predicate
-	h    handler.EventHandler
-}
-
-func (h recordingHandler[T]) Create(ctx context.Context, e event.CreateEvent, q queue) {
-	h.store.put(e.Object)
-	for _, f := range h.then {
-		if f.pred == nil || f.pred.Create(e) {
-			f.h.Create(ctx, e, q)
-		}
+// SetLabels accepts only an empty set (the cache clearing a field it never had).
+func (c *ChildMeta) SetLabels(l map[string]string) {
+	if len(l) > 0 {
+		panic(notKept("labels"))
 	}
 }
 
-func (h recordingHandler[T]) Update(ctx context.Context, e event.UpdateEvent, q queue) {
-	h.store.put(e.ObjectNew)
-	for _, f := range h.then {
-		if f.pred == nil || f.pred.Update(e) {
-			f.h.Update(ctx, e, q)
-		}
+// GetAnnotations panics, as GetLabels does.
+func (c *ChildMeta) GetAnnotations() map[string]string { panic(notKept("annotations")) }
+
+// SetAnnotations accepts only an empty set.
+func (c *ChildMeta) SetAnnotations(a map[string]string) {
+	if len(a) > 0 {
+		panic(notKept("annotations"))
 	}
 }
 
-func (h recordingHandler[T]) Delete(ctx context.Context, e event.DeleteEvent, q queue) {
-	h.store.remove(e.Object)
-	for _, f := range h.then {
-		if f.pred == nil || f.pred.Delete(e) {
-			f.h.Delete(ctx, e, q)
-		}
-	}
-}
-
-func (h recordingHandler[T]) Generic(ctx context.Context, e event.GenericEvent, q queue) {
-	for _, f := range h.then {
-		if f.pred == nil || f.pred.Generic(e) {
-			f.h.Generic(ctx, e, q)
-		}
-	}
+func notKept(field string) string {
+	return "slimcache.ChildMeta keeps no " + field + ": read the object from the API server (or compare DeploymentState.LabelsHash)"
 }
