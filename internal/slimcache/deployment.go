@@ -98,4 +98,3 @@ func labelsHash(labels map[string]string) uint64 {
 	}
 	return h.Sum64()
 }
-
