@@ -21,6 +21,7 @@ import (
 	"github.com/nexo-io/nexo-edge/license"
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 const proxyName = "orders-proxy"
@@ -176,7 +177,7 @@ func TestStepEditRollsPods(t *testing.T) {
 		t.Error("config hash did not change with the step")
 	}
 	pods := &corev1.PodList{}
-	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{render.ProxyLabel: proxyName}); err != nil {
+	if err := k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{wire.ProxyLabel: proxyName}); err != nil {
 		t.Fatal(err)
 	}
 	for _, pod := range pods.Items {
@@ -417,7 +418,7 @@ func tamperChildren(t *testing.T, ns string) {
 	}
 	d := deployment(t, ns)
 	d.Spec.Template.Spec.Containers[0].Image = "registry.example.com/evil:1"
-	d.Labels[render.ProxyLabel] = "someone-else"
+	d.Labels[wire.ProxyLabel] = "someone-else"
 	if err := k8s.Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +438,7 @@ func waitChildrenCorrected(t *testing.T, ns string) {
 			return false, err
 		}
 		return !strings.Contains(cm.Data["routing.json"], "evil") && !strings.Contains(d.Spec.Template.Spec.Containers[0].Image, "evil") &&
-			d.Labels[render.ProxyLabel] == proxyName, nil
+			d.Labels[wire.ProxyLabel] == proxyName, nil
 	})
 	if err != nil {
 		t.Fatalf("tampered children were not corrected: routing %s, image %s, labels %v", cm.Data["routing.json"], d.Spec.Template.Spec.Containers[0].Image, d.Labels)
@@ -455,7 +456,7 @@ func TestDeletingProxyCollectsChildren(t *testing.T) {
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var n int
 		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}, &corev1.PodList{}} {
-			if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{render.ProxyLabel: proxyName}); err != nil {
+			if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{wire.ProxyLabel: proxyName}); err != nil {
 				return false, err
 			}
 			n += meta.LenList(list)
@@ -575,7 +576,7 @@ func TestConflictOnLastChildRollsBack(t *testing.T) {
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		var n int
 		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &corev1.ConfigMapList{}, &corev1.SecretList{}} {
-			if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{render.ProxyLabel: proxyName}); err != nil {
+			if err := k8s.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{wire.ProxyLabel: proxyName}); err != nil {
 				return false, err
 			}
 			n += meta.LenList(list)

@@ -99,7 +99,7 @@ func TestConfigPerRevision(t *testing.T) {
 		t.Errorf("the new pod template names %s", got)
 	}
 	var rss appsv1.ReplicaSetList
-	if err := k8s.List(ctx, &rss, client.InNamespace(ns), client.MatchingLabels{render.ProxyLabel: proxyName}); err != nil {
+	if err := k8s.List(ctx, &rss, client.InNamespace(ns), client.MatchingLabels{wire.ProxyLabel: proxyName}); err != nil {
 		t.Fatal(err)
 	}
 	sawOld := false
@@ -214,7 +214,7 @@ func TestConflictOnANewRevisionChangesNothing(t *testing.T) {
 		t.Errorf("the Deployment moved: generation %d → %d, revision %s", depBefore.Generation, d.Generation, d.Spec.Template.Annotations[render.GraphRevisionKey])
 	}
 	var cms corev1.ConfigMapList
-	if err := k8s.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{render.ProxyLabel: proxyName}); err != nil {
+	if err := k8s.List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{wire.ProxyLabel: proxyName}); err != nil {
 		t.Fatal(err)
 	}
 	for _, cm := range cms.Items {

@@ -14,13 +14,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // Labels and annotations on generated objects.
 const (
 	ManagedByLabel      = "app.kubernetes.io/managed-by"
 	ManagedByValue      = "nexo-operator"
-	ProxyLabel          = "nexo.io/proxy"
 	ConfigHashKey       = "nexo.io/config-hash"
 	GraphRevisionKey    = "nexo.io/graph-revision"
 	ConfigMountPath     = "/etc/nexo"
@@ -75,7 +75,7 @@ func Labels(proxy string) map[string]string {
 		"app.kubernetes.io/name":     "nexo-proxy",
 		"app.kubernetes.io/instance": proxy,
 		ManagedByLabel:               ManagedByValue,
-		ProxyLabel:                   proxy,
+		wire.ProxyLabel:              proxy,
 	}
 }
 
@@ -238,7 +238,7 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 			Replicas:                ptr.To(Replicas(g)),
 			RevisionHistoryLimit:    ptr.To(int32(RevisionHistoryLimit)),
 			ProgressDeadlineSeconds: ptr.To(deadline),
-			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{ProxyLabel: name}},
+			Selector:                &metav1.LabelSelector{MatchLabels: map[string]string{wire.ProxyLabel: name}},
 			Strategy: appsv1.DeploymentStrategy{
 				Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -290,7 +290,7 @@ func Service(g *Graph) *corev1.Service {
 		ObjectMeta: meta(g, g.Proxy.Name),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: map[string]string{ProxyLabel: g.Proxy.Name},
+			Selector: map[string]string{wire.ProxyLabel: g.Proxy.Name},
 			Ports: []corev1.ServicePort{{
 				Name: "mongodb", Port: port(g), TargetPort: intstr.FromString("mongodb"), Protocol: corev1.ProtocolTCP,
 			}},

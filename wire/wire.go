@@ -66,6 +66,10 @@ const (
 	AudienceAnnotation    = "nexo.io/signature-audience"
 	RevisionAnnotation    = "nexo.io/signature-revision"
 
+	// ProxyLabel names the NexoProxy a generated child belongs to (the operator writes it,
+	// nexoctl status and support-bundle select by it).
+	ProxyLabel = "nexo.io/proxy"
+
 	// PartOfLabel and PartOf mark every object an installation creates at run time.
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOf      = "nexo-edge"

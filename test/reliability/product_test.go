@@ -28,6 +28,7 @@ import (
 	"github.com/nexo-io/nexo-edge/render"
 	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // environmentID is the Control Plane environment the test installs are bound to.
@@ -287,7 +288,7 @@ func (p *product) snapshot(t *testing.T, ns string) state {
 	}
 	owner := func(o metav1.Object) string {
 		ref := metav1.GetControllerOf(o)
-		if ref == nil || ref.Kind != "NexoProxy" || uids[string(ref.UID)] == "" || uids[string(ref.UID)] != o.GetLabels()[render.ProxyLabel] {
+		if ref == nil || ref.Kind != "NexoProxy" || uids[string(ref.UID)] == "" || uids[string(ref.UID)] != o.GetLabels()[wire.ProxyLabel] {
 			return "ORPHAN"
 		}
 		return uids[string(ref.UID)]
@@ -351,7 +352,7 @@ func (p *product) snapshot(t *testing.T, ns string) state {
 	must(t, p.admin.List(ctx, &pods, client.InNamespace(ns)))
 	perProxy := map[string]int{}
 	for _, pod := range pods.Items {
-		perProxy[pod.Labels[render.ProxyLabel]]++
+		perProxy[pod.Labels[wire.ProxyLabel]]++
 	}
 	for name, c := range perProxy {
 		s["Pods/"+name] = fmt.Sprint(c)

@@ -299,7 +299,7 @@ func reasonOf(cs []metav1.Condition) string {
 func generated(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []string {
 	var out []string
 	add := func(kind string, list client.ObjectList) {
-		if err := c.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{"nexo.io/proxy": p.Name}); err != nil {
+		if err := c.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{wire.ProxyLabel: p.Name}); err != nil {
 			return
 		}
 		items, _ := meta.ExtractList(list)
