@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -152,12 +153,21 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 	return cmd
 }
 
+// collect reads the header (operator and Manager health) and the proxies; the header's two
+// lookups run beside the list of proxies, each being a round trip.
 func collect(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
-	st := Status{
-		Operator: component(ctx, c, wire.OperatorName),
-		Manager:  component(ctx, c, wire.ManagerName),
-		AllReady: true,
-	}
+	var operator, manager Component
+	var header sync.WaitGroup
+	header.Go(func() { operator = component(ctx, c, wire.OperatorName) })
+	header.Go(func() { manager = component(ctx, c, wire.ManagerName) })
+	st, err := collectProxies(ctx, c, o, name, sel)
+	header.Wait()
+	st.Operator, st.Manager = operator, manager
+	return st, err
+}
+
+func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
+	st := Status{AllReady: true}
 	var list nexov1alpha1.NexoProxyList
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
 	ns, err := o.ContextNamespace()
