@@ -341,8 +341,7 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}
-		g := &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: fleet.Profile(baselineNS), OperatorNamespace: opNS,
-			Steps: []render.Component{{Kind: "NexoPIIMasking", Name: "mask", Slot: catalog.SlotResponse}}}
+		g := baselineGraph(p)
 		objs := []client.Object{}
 		for _, cm := range render.ConfigMaps(g, "rev") {
 			objs = append(objs, cm)
@@ -359,25 +358,9 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	for {
-		var list appsv1.DeploymentList
-		if err := c.List(ctx, &list, client.InNamespace(baselineNS)); err != nil {
-			return 0, err
-		}
-		avail := 0
-		for _, d := range list.Items {
-			if d.Status.AvailableReplicas == 1 && d.Status.ObservedGeneration >= d.Generation {
-				avail++
-			}
-		}
-		if avail == *n {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > 15*time.Minute {
-			return 0, fmt.Errorf("baseline: %d of %d Deployments Available", avail, *n)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	return waitBaseline(ctx, c, start, "Available", func(d *appsv1.Deployment) bool {
+		return d.Status.AvailableReplicas == 1 && d.Status.ObservedGeneration >= d.Generation
+	})
 }
 
 // rawStepEdit makes, for every baseline proxy, the writes a step edit costs the operator: the
@@ -391,8 +374,7 @@ func rawStepEdit(ctx context.Context, c client.Client) (time.Duration, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			return err
 		}
-		g := &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: fleet.Profile(baselineNS), OperatorNamespace: opNS,
-			Steps: []render.Component{{Kind: "NexoPIIMasking", Name: "mask", Slot: catalog.SlotResponse}}}
+		g := baselineGraph(p)
 		for _, cm := range render.ConfigMaps(g, "rev2") {
 			if err := c.Create(ctx, cm); err != nil {
 				return err
@@ -413,23 +395,37 @@ func rawStepEdit(ctx context.Context, c client.Client) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return waitBaseline(ctx, c, start, "rolled out", func(d *appsv1.Deployment) bool {
+		s := d.Status
+		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == 1 && s.AvailableReplicas == 1 && s.Replicas == 1
+	})
+}
+
+// baselineGraph is the graph the operator renders for a fleet proxy, for the raw baselines.
+func baselineGraph(p *nexov1alpha1.NexoProxy) *render.Graph {
+	return &render.Graph{Proxy: p, Pipeline: &nexov1alpha1.NexoPipeline{}, Profile: fleet.Profile(baselineNS), OperatorNamespace: opNS,
+		Steps: []render.Component{{Kind: "NexoPIIMasking", Name: "mask", Slot: catalog.SlotResponse}}}
+}
+
+// waitBaseline waits until done holds for all N baseline Deployments and returns the time since
+// start.
+func waitBaseline(ctx context.Context, c client.Client, start time.Time, what string, done func(*appsv1.Deployment) bool) (time.Duration, error) {
 	for {
 		var list appsv1.DeploymentList
 		if err := c.List(ctx, &list, client.InNamespace(baselineNS)); err != nil {
 			return 0, err
 		}
-		done := 0
-		for _, d := range list.Items {
-			s := d.Status
-			if s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == 1 && s.AvailableReplicas == 1 && s.Replicas == 1 {
-				done++
+		count := 0
+		for i := range list.Items {
+			if done(&list.Items[i]) {
+				count++
 			}
 		}
-		if done == *n {
+		if count == *n {
 			return time.Since(start), nil
 		}
 		if time.Since(start) > 15*time.Minute {
-			return 0, fmt.Errorf("step edit baseline: %d of %d Deployments rolled out", done, *n)
+			return 0, fmt.Errorf("baseline: %d of %d Deployments %s", count, *n, what)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
