@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,9 +30,7 @@ import (
 )
 
 // waitRequeue is how soon a proxy waiting for a reference is checked again.
-const (
-	waitRequeue = 30 * time.Second
-)
+const waitRequeue = 30 * time.Second
 
 // ProxyReconciler reconciles NexoProxies into Deployments, Services, ConfigMaps and Secret
 // copies through ordered phases: Validated → ReferencesResolved → Licensed → WorkloadAvailable
@@ -156,21 +153,22 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		logf.FromContext(ctx).V(1).Info("proxy blocked", "phase", s.blockedAt, "reason", s.blocked.reason, "message", s.blocked.message)
 		r.metrics.failure(s.blocked.reason)
 	}
-	if err != nil {
-		// The failure is on status for people; the error makes controller-runtime back off.
-		if werr := writeStatus(ctx, r.Client, before, proxy); werr != nil {
-			logf.FromContext(ctx).Error(werr, "cannot record the apply failure")
-		} else {
-			r.recordTransitions(before, proxy)
-		}
-		return ctrl.Result{}, err
+	if err == nil {
+		proxy.Status.ObservedGeneration = proxy.Generation
+		r.metrics.observe(req.NamespacedName, proxy.Status.Phase)
 	}
-	proxy.Status.ObservedGeneration = proxy.Generation
-	r.metrics.observe(req.NamespacedName, proxy.Status.Phase)
-	if err := writeStatus(ctx, r.Client, before, proxy); err != nil {
-		return statusConflict(ctx, err)
+	if werr := writeStatus(ctx, r.Client, before, proxy); werr != nil {
+		if err != nil {
+			logf.FromContext(ctx).Error(werr, "cannot record the apply failure")
+			return ctrl.Result{}, err
+		}
+		return statusConflict(ctx, werr)
 	}
 	r.recordTransitions(before, proxy)
+	if err != nil {
+		// The failure is on status for people; the error makes controller-runtime back off.
+		return ctrl.Result{}, err
+	}
 	if s.blocked != nil && s.blocked.wait {
 		return ctrl.Result{RequeueAfter: waitRequeue}, nil
 	}

@@ -411,7 +411,7 @@ func checkToken(ctx context.Context, e *Env) Outcome {
 		}
 		return fail(err.Error())
 	}
-	env, err := connecttoken.Parse(string(s.Data["token"]))
+	env, err := connecttoken.Parse(string(s.Data[wire.ConnectTokenKey]))
 	if err != nil {
 		return fail(fmt.Sprintf("Secret %s key \"token\": %v", e.TokenSecret, err)) // errors never carry the token
 	}

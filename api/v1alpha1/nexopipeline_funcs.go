@@ -71,9 +71,7 @@ func (p *NexoPipeline) Validate() field.ErrorList {
 func CheckRefKind(path *field.Path, slot catalog.Slot, kind string) *field.Error {
 	k, ok := catalog.Lookup(kind)
 	switch {
-	case !ok:
-		return field.NotSupported(path, kind, catalog.InSlot(slot))
-	case !k.AllowedIn(slot):
+	case !ok || !k.AllowedIn(slot):
 		return field.NotSupported(path, kind, catalog.InSlot(slot))
 	case k.Support != catalog.Reconciled:
 		return field.Forbidden(path, catalog.UnsupportedMessage(kind))

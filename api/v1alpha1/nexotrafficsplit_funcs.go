@@ -12,8 +12,9 @@ func (s *NexoTrafficSplit) Validate() field.ErrorList {
 	seen := map[Address]string{}
 	for i, t := range s.Spec.Targets {
 		if prev, dup := seen[t.Address]; dup {
-			errs = append(errs, field.Duplicate(field.NewPath("spec", "targets").Index(i).Child("address"), t.Address))
-			errs[len(errs)-1].Detail = fmt.Sprintf("targets %s and %s share address %s; merge them into one target", prev, t.Name, t.Address)
+			dup := field.Duplicate(field.NewPath("spec", "targets").Index(i).Child("address"), t.Address)
+			dup.Detail = fmt.Sprintf("targets %s and %s share address %s; merge them into one target", prev, t.Name, t.Address)
+			errs = append(errs, dup)
 			continue
 		}
 		seen[t.Address] = t.Name

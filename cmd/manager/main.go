@@ -24,6 +24,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/scheme"
 	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 func main() {
@@ -37,7 +38,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", true, "hold the nexo-manager Lease so only one Manager applies commands")
 	flag.StringVar(&cfg.ProxyImage, "proxy-image", envOr("NEXO_PROXY_IMAGE", catalog.DefaultProxyImage), "configured proxy image, reported in heartbeats (default $NEXO_PROXY_IMAGE, else the image released with this build)")
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
-	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
+	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", wire.TrustedKeysSecret, "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of /metrics")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 func main() {
@@ -26,7 +27,7 @@ func main() {
 	// OLM passes its OperatorGroup's target namespaces through WATCH_NAMESPACES.
 	flag.StringVar(&watch, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to reconcile; empty means all (default $WATCH_NAMESPACES)")
 	flag.BoolVar(&cfg.RequireSignatures, "require-signatures", false, "refuse every Nexo object that is not signed by a trusted key")
-	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", "nexo-trusted-keys", "Secret in the operator namespace holding trusted signing public keys")
+	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", wire.TrustedKeysSecret, "Secret in the operator namespace holding trusted signing public keys")
 	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")
 	flag.StringVar(&cfg.EnvironmentID, "environment-id", os.Getenv("NEXO_ENVIRONMENT_ID"), "Control Plane environment id of this installation: signed objects must be signed for it (default $NEXO_ENVIRONMENT_ID; nexoctl install sets it from the connect token)")
 	flag.BoolVar(&cfg.EnsureAdmissionPolicy, "ensure-admission-policy", false, "apply the managed-objects ValidatingAdmissionPolicy at start (set by the OLM bundle, which cannot ship the policy; Helm and kustomize install it themselves)")

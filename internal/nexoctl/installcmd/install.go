@@ -321,7 +321,7 @@ func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (s
 		s = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: ns, Labels: map[string]string{wire.PartOfLabel: wire.PartOf}},
 			Type:       corev1.SecretTypeOpaque,
-			Data:       map[string][]byte{"token": []byte(token)},
+			Data:       map[string][]byte{wire.ConnectTokenKey: []byte(token)},
 		}
 		if err := c.Create(ctx, s); err != nil {
 			return "", cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
@@ -329,10 +329,10 @@ func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (s
 		return "created", nil
 	case err != nil:
 		return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
-	case string(s.Data["token"]) == token:
+	case string(s.Data[wire.ConnectTokenKey]) == token:
 		return "unchanged", nil
 	}
-	s.Data = map[string][]byte{"token": []byte(token)}
+	s.Data = map[string][]byte{wire.ConnectTokenKey: []byte(token)}
 	if err := c.Update(ctx, s); err != nil {
 		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
 	}
@@ -521,7 +521,7 @@ func kept(ctx context.Context, c client.Client, ns string, crds bool) []string {
 		}
 	}
 	secret(wire.ConnectTokenSecret, "the connect token, created outside the release")
-	secret("nexo-trusted-keys", "the Control Plane's signing keys, kept current by the Manager")
+	secret(wire.TrustedKeysSecret, "the Control Plane's signing keys, kept current by the Manager")
 	var registry corev1.SecretList
 	if c.List(ctx, &registry, client.InNamespace(ns), client.MatchingLabels{wire.RegistryCredentialLabel: "true"}) == nil {
 		for _, s := range registry.Items {
