@@ -211,8 +211,8 @@ func (r *ProxyReconciler) apply(ctx context.Context, proxy *nexov1alpha1.NexoPro
 func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha1.NexoProxy) error {
 	keep := map[string]bool{proxy.Status.GraphRevision: true, proxy.Status.PreviousRevision: true}
 	legacy := map[string]bool{proxy.Name + "-routing": true, proxy.Name + "-steps": true}
-	for _, m := range r.configMaps.List(proxy.Namespace, func(m *slimcache.ChildMeta) bool {
-		if m.Owner.UID != proxy.UID || m.Owner.Kind != "NexoProxy" || m.Deleting {
+	for _, m := range r.configMaps.Owned(proxy.UID, func(m *slimcache.ChildMeta) bool {
+		if m.Owner.Kind != "NexoProxy" || m.Deleting {
 			return false
 		}
 		rev := render.ConfigRevision(proxy.Name, m.Name)
@@ -234,8 +234,8 @@ func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha
 // is conditional on the resourceVersion seen, so a Secret that changed hands is never deleted.
 func (r *ProxyReconciler) pruneCopies(ctx context.Context, proxy *nexov1alpha1.NexoProxy, keep func(source string) bool) error {
 	prefix := render.PullSecretName(proxy.Name, "")
-	for _, m := range r.secretMeta.List(proxy.Namespace, func(m *slimcache.ChildMeta) bool {
-		return strings.HasPrefix(m.Name, prefix) && m.Owner.UID == proxy.UID && m.Owner.Kind == "NexoProxy"
+	for _, m := range r.secretMeta.Owned(proxy.UID, func(m *slimcache.ChildMeta) bool {
+		return strings.HasPrefix(m.Name, prefix) && m.Owner.Kind == "NexoProxy"
 	}) {
 		if keep(strings.TrimPrefix(m.Name, prefix)) {
 			continue

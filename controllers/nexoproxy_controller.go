@@ -88,9 +88,10 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &nexov1alpha1.NexoProxy{}, handler.OnlyControllerOwner())
 	core := corev1.SchemeGroupVersion
 	r.deployments = slimcache.For[*slimcache.DeploymentState](r.Informers, appsv1.SchemeGroupVersion.WithKind("Deployment"), false)
-	r.configMaps = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("ConfigMap"), true)
+	// ConfigMaps and Secrets are found by owner too (revisions and pull-Secret copies to prune).
+	r.configMaps = slimcache.ForOwned[*slimcache.ChildMeta](r.Informers, core.WithKind("ConfigMap"), true)
 	r.services = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("Service"), true)
-	r.secretMeta = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("Secret"), true)
+	r.secretMeta = slimcache.ForOwned[*slimcache.ChildMeta](r.Informers, core.WithKind("Secret"), true)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nexoproxies").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).

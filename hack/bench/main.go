@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,6 +61,9 @@ var (
 	opBin   = flag.String("operator", "bin/operator", "operator binary")
 	pworker = flag.Int("proxy-workers", 8, "operator --proxy-workers")
 	opGOGC  = flag.String("operator-gogc", "", "GOGC for the operator process only (empty: the operator's own default)")
+	cpuOut  = flag.String("cpu-profile", "", "write the operator's CPU profile over phase 1's convergence (the first -cpu-seconds of it) to FILE")
+	cpuSecs = flag.Int("cpu-seconds", 60, "length of the -cpu-profile")
+	phases  = flag.String("phases", "012345", "the phases to run (0: marginal cost, 1: convergence, 2: step edit, 3: restart, 4: raw baselines, 5: nexoctl status); 1 is always run")
 	heapOut = flag.String("heap-profile", "", "write the operator's heap profiles, idle (FILE.idle) and after convergence (FILE), sampled every 4 KiB")
 )
 
@@ -89,7 +93,7 @@ func run() error {
 		return err
 	}
 	defer cl.Stop()
-	c, err := client.New(cl.Config, client.Options{Scheme: scheme.New()})
+	c, err := client.NewWithWatch(cl.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}
@@ -119,32 +123,12 @@ func run() error {
 	}
 	idle.stop()
 
-	// The marginal cost of a proxy: the same convergence for a tenth as many proxies (in a
-	// namespace the later runs do not watch). Both peaks carry the operator's fixed costs under
-	// load (the garbage collector's headroom over the idle heap, buffers), so their difference
-	// is what the additional proxies cost.
 	small := max(*n/10, 1)
-	fmt.Printf("phase 0: the operator converges %d proxies (for the marginal cost) ...\n", small)
-	if err := fleet.Parallel(small, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(smallNS, i)) }); err != nil {
-		return err
-	}
-	sm, err := startOperatorIn(cl, keyFile, smallNS)
-	if err != nil {
-		return err
-	}
-	smallHeap := sm.sampleHeap()
-	if err := fleet.Wait(ctx, c, smallNS, small, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
-	}); err != nil {
-		sm.stop()
-		return fmt.Errorf("%w; operator log tail:\n%s", err, sm.logTail())
-	}
-	smallRSS := sm.rssKB("VmHWM")
-	smallHeapKB := smallHeap.end()
-	smallLiveKB, err := sm.liveHeapKB("")
-	sm.stop()
-	if err != nil {
-		return err
+	var sm footprint
+	if runs('0') {
+		if sm, err = marginal(ctx, c, cl, keyFile, small); err != nil {
+			return err
+		}
 	}
 
 	fmt.Printf("creating %d NexoProxies ...\n", *n)
@@ -159,13 +143,23 @@ func run() error {
 	}
 	start := time.Now()
 	heap := op.sampleHeap()
-	if err := waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
+	cpuProfile := op.cpuProfile(*cpuOut, *cpuSecs)
+	// The first pass: every proxy has a desired revision, so all its children are written.
+	firstPass := make(chan time.Duration, 1)
+	go func() {
+		_ = waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool { return p.Status.GraphRevision != "" })
+		firstPass <- time.Since(start)
+	}()
+	if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
 		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
 	}); err != nil {
 		op.stop()
 		return fmt.Errorf("%w; operator log tail:\n%s", err, op.logTail())
 	}
 	converge := time.Since(start)
+	if err := <-cpuProfile; err != nil {
+		return err
+	}
 	m, err := op.metrics()
 	if err != nil {
 		return err
@@ -177,9 +171,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	add("first pass (every proxy has a desired revision)", (<-firstPass).Round(10*time.Millisecond).String(), "")
 	add("convergence time (all Ready)", converge.Round(10*time.Millisecond).String(), "")
 	add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
-	add("mutating API calls per proxy", fmt.Sprintf("%.2f", m.mutating/float64(*n)), "")
+	add("mutating API calls per proxy", fmt.Sprintf("%.2f (%.2f of them conflicts)", m.mutating/float64(*n), m.conflicts/float64(*n)), "")
 	add("operator peak RSS", fmt.Sprintf("%.1f MiB (idle %.1f MiB)", float64(peakRSS)/1024, float64(idleRSS)/1024), "")
 	add("RSS per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakRSS-idleRSS)/float64(*n)), "")
 	add("RSS per proxy (peak / N)", fmt.Sprintf("%.1f KB", float64(peakRSS)/float64(*n)), "")
@@ -189,99 +184,119 @@ func run() error {
 	add("Go heap live after GC, converged (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(liveKB)/1024, float64(idleLiveKB)/1024), "")
 	add("Go heap live per proxy (converged - idle) / N", fmt.Sprintf("%.1f KB", float64(liveKB-idleLiveKB)/float64(*n)), "")
 	added := float64(*n - small)
-	add(fmt.Sprintf("operator peak RSS converging %d proxies", small), fmt.Sprintf("%.1f MiB", float64(smallRSS)/1024), "")
-	add(fmt.Sprintf("RSS per added proxy (peak %d - peak %d) / %d", *n, small, *n-small), fmt.Sprintf("%.1f KB", float64(peakRSS-smallRSS)/added), "≤ 10 KB")
-	add("Go heap per added proxy, peak (live after GC)", fmt.Sprintf("%.1f KB (%.1f KB)", float64(peakHeapKB-smallHeapKB)/added, float64(liveKB-smallLiveKB)/added), "")
+	if runs('0') {
+		add(fmt.Sprintf("operator peak RSS converging %d proxies", small), fmt.Sprintf("%.1f MiB", float64(sm.rss)/1024), "")
+		add(fmt.Sprintf("RSS per added proxy (peak %d - peak %d) / %d", *n, small, *n-small), fmt.Sprintf("%.1f KB", float64(peakRSS-sm.rss)/added), "≤ 10 KB")
+		add("Go heap per added proxy, peak (live after GC)", fmt.Sprintf("%.1f KB (%.1f KB)", float64(peakHeapKB-sm.heap)/added, float64(liveKB-sm.live)/added), "")
+	}
 
-	fmt.Println("phase 2: edit the shared step")
-	var old string
-	{
-		p := &nexov1alpha1.NexoProxy{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "proxy-0"}, p); err != nil {
-			return err
+	var stepEdit time.Duration
+	if runs('2') {
+		fmt.Println("phase 2: edit the shared step")
+		var old string
+		{
+			p := &nexov1alpha1.NexoProxy{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "proxy-0"}, p); err != nil {
+				return err
+			}
+			old = p.Status.GraphRevision
+			rl := &nexov1alpha1.NexoRateLimit{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: fleet.SharedStep}, rl); err != nil {
+				return err
+			}
+			rl.Spec.OperationsPerSecond++
+			if err := c.Update(ctx, rl); err != nil {
+				return err
+			}
 		}
-		old = p.Status.GraphRevision
-		rl := &nexov1alpha1.NexoRateLimit{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: fleet.SharedStep}, rl); err != nil {
-			return err
-		}
-		rl.Spec.OperationsPerSecond++
-		if err := c.Update(ctx, rl); err != nil {
-			return err
-		}
-	}
-	start = time.Now()
-	if err := waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Status.GraphRevision != old && p.Status.GraphRevision != ""
-	}); err != nil {
-		op.stop()
-		return err
-	}
-	add("shared step edit → all proxies on new revision", time.Since(start).Round(10*time.Millisecond).String(), "")
-	if err := waitProxies(ctx, c, 15*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.AvailableRevision == p.Status.GraphRevision && p.Status.GraphRevision != old
-	}); err != nil {
-		op.stop()
-		return err
-	}
-	stepEdit := time.Since(start)
-	add("shared step edit → all Ready on it (rollout)", stepEdit.Round(10*time.Millisecond).String(), "")
-	time.Sleep(3 * time.Second)
-	op.stop()
-
-	fmt.Println("phase 3: restart the operator over converged proxies")
-	op, err = startOperator(cl, keyFile)
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		m, err = op.metrics()
-		if err == nil && m.reconciles >= float64(*n) {
-			break
-		}
-		if time.Now().After(deadline) {
+		start = time.Now()
+		if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
+			return p.Status.GraphRevision != old && p.Status.GraphRevision != ""
+		}); err != nil {
 			op.stop()
-			return fmt.Errorf("restarted operator reconciled %.0f of %d proxies", m.reconciles, *n)
+			return err
 		}
-		time.Sleep(500 * time.Millisecond)
+		add("shared step edit → all proxies on new revision", time.Since(start).Round(10*time.Millisecond).String(), "")
+		if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
+			return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.AvailableRevision == p.Status.GraphRevision && p.Status.GraphRevision != old
+		}); err != nil {
+			op.stop()
+			return err
+		}
+		stepEdit = time.Since(start)
+		add("shared step edit → all Ready on it (rollout)", stepEdit.Round(10*time.Millisecond).String(), "")
+		time.Sleep(3 * time.Second)
 	}
-	time.Sleep(3 * time.Second)
-	if m, err = op.metrics(); err != nil {
-		return err
-	}
-	add("mutating API calls after restart", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), "0")
 	op.stop()
 
-	fmt.Println("phase 4: raw-write baseline (same children + status, unthrottled client)")
-	if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(baselineNS, i)) }); err != nil {
-		return err
+	if runs('3') {
+		fmt.Println("phase 3: restart the operator over converged proxies")
+		op, err = startOperator(cl, keyFile)
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(waitLimit())
+		for {
+			m, err = op.metrics()
+			if err == nil && m.reconciles >= float64(*n) {
+				break
+			}
+			if time.Now().After(deadline) {
+				op.stop()
+				return fmt.Errorf("restarted operator reconciled %.0f of %d proxies", m.reconciles, *n)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second)
+		if m, err = op.metrics(); err != nil {
+			return err
+		}
+		add("mutating API calls after restart", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), "0")
+		op.stop()
 	}
-	baseline, err := rawBaseline(ctx, c)
-	if err != nil {
-		return err
-	}
-	add("baseline time (same writes, all Available)", baseline.Round(10*time.Millisecond).String(), "")
-	add("convergence / baseline", fmt.Sprintf("%.2fx", converge.Seconds()/baseline.Seconds()), "≤ 1.2x")
-	editBaseline, err := rawStepEdit(ctx, c)
-	if err != nil {
-		return err
-	}
-	add("step edit baseline (same writes, rolled out)", editBaseline.Round(10*time.Millisecond).String(), "")
-	add("step edit / its baseline", fmt.Sprintf("%.2fx", stepEdit.Seconds()/editBaseline.Seconds()), "≤ 1.3x")
 
-	fmt.Println("phase 5: nexoctl status -A against kubectl get nexoproxies -A")
-	status, err := bestOf3(cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "nexoctl"), "status", "-A")
-	if err != nil {
-		return err
+	if runs('4') {
+		fmt.Println("phase 4: raw-write baseline (same children + status, unthrottled client)")
+		if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(baselineNS, i)) }); err != nil {
+			return err
+		}
+		baseline, err := rawBaseline(ctx, c)
+		if err != nil {
+			return err
+		}
+		add("baseline time (same writes, all Available)", baseline.Round(10*time.Millisecond).String(), "")
+		add("convergence / baseline", fmt.Sprintf("%.2fx", converge.Seconds()/baseline.Seconds()), "≤ 1.2x")
+		if runs('2') {
+			editBaseline, err := rawStepEdit(ctx, c)
+			if err != nil {
+				return err
+			}
+			add("step edit baseline (same writes, rolled out)", editBaseline.Round(10*time.Millisecond).String(), "")
+			add("step edit / its baseline", fmt.Sprintf("%.2fx", stepEdit.Seconds()/editBaseline.Seconds()), "≤ 1.3x")
+		}
 	}
-	kubectl, err := bestOf3(cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "kubectl"), "get", "nexoproxies", "-A")
-	if err != nil {
-		return err
+
+	if runs('5') {
+		fmt.Println("phase 5: nexoctl status -A against kubectl get nexoproxies -A")
+		status, err := bestOf3(cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "nexoctl"), "status", "-A")
+		if err != nil {
+			return err
+		}
+		kubectl, err := bestOf3(cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "kubectl"), "get", "nexoproxies", "-A")
+		if err != nil {
+			return err
+		}
+		listed := *n
+		if runs('0') {
+			listed += small
+		}
+		if runs('4') {
+			listed += *n
+		}
+		add(fmt.Sprintf("nexoctl status -A (%d proxies)", listed), status.Round(time.Millisecond).String(), "")
+		add("kubectl get nexoproxies -A", kubectl.Round(time.Millisecond).String(), "")
+		add("nexoctl status -A / kubectl get", fmt.Sprintf("%.2fx", status.Seconds()/kubectl.Seconds()), "≤ 1.2x")
 	}
-	add(fmt.Sprintf("nexoctl status -A (%d proxies)", 2**n+small), status.Round(time.Millisecond).String(), "")
-	add("kubectl get nexoproxies -A", kubectl.Round(time.Millisecond).String(), "")
-	add("nexoctl status -A / kubectl get", fmt.Sprintf("%.2fx", status.Seconds()/kubectl.Seconds()), "≤ 1.2x")
 
 	gogc := *opGOGC
 	if gogc == "" {
@@ -293,6 +308,36 @@ func run() error {
 		fmt.Printf("%-48s %-34s %s\n", r.name, r.value, r.target)
 	}
 	return nil
+}
+
+// footprint is the operator's memory after converging some proxies: peak RSS, peak Go heap in
+// use and the live heap after a collection, in KiB.
+type footprint struct{ rss, heap, live int64 }
+
+// marginal measures phase 0: the same convergence for a tenth as many proxies, in a namespace
+// the later runs do not watch. Both peaks carry the operator's fixed costs under load (the
+// garbage collector's headroom over the idle heap, buffers), so their difference is what the
+// additional proxies cost.
+func marginal(ctx context.Context, c client.WithWatch, cl *testcluster.Cluster, keyFile string, small int) (footprint, error) {
+	fmt.Printf("phase 0: the operator converges %d proxies (for the marginal cost) ...\n", small)
+	if err := fleet.Parallel(small, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(smallNS, i)) }); err != nil {
+		return footprint{}, err
+	}
+	sm, err := startOperatorIn(cl, keyFile, smallNS)
+	if err != nil {
+		return footprint{}, err
+	}
+	heap := sm.sampleHeap()
+	if err := fleet.Wait(ctx, c, smallNS, small, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
+	}); err != nil {
+		sm.stop()
+		return footprint{}, fmt.Errorf("%w; operator log tail:\n%s", err, sm.logTail())
+	}
+	f := footprint{rss: sm.rssKB("VmHWM"), heap: heap.end()}
+	f.live, err = sm.liveHeapKB("")
+	sm.stop()
+	return f, err
 }
 
 // setup creates the namespaces, the trusted-keys and pull Secrets, and the shared graph.
@@ -330,7 +375,7 @@ func setup(ctx context.Context, c client.Client, dir string) (string, error) {
 // rawBaseline writes, for every baseline proxy, the children the operator would (ConfigMaps,
 // pull Secret copy, Deployment, Service) and one status write, then waits until every
 // Deployment is Available.
-func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
+func rawBaseline(ctx context.Context, c client.WithWatch) (time.Duration, error) {
 	pull := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: opNS, Name: "nexo-registry"}, pull); err != nil {
 		return 0, err
@@ -367,7 +412,7 @@ func rawBaseline(ctx context.Context, c client.Client) (time.Duration, error) {
 // new revision's two ConfigMaps, the Deployment's pod template (new config, new hash) and a
 // status write; then it waits until every Deployment has rolled out (observed, updated,
 // available, no surge pod left).
-func rawStepEdit(ctx context.Context, c client.Client) (time.Duration, error) {
+func rawStepEdit(ctx context.Context, c client.WithWatch) (time.Duration, error) {
 	start := time.Now()
 	err := fleet.Parallel(*n, *workers, func(i int) error {
 		p := fleet.Proxy(baselineNS, i)
@@ -409,26 +454,14 @@ func baselineGraph(p *nexov1alpha1.NexoProxy) *render.Graph {
 
 // waitBaseline waits until done holds for all N baseline Deployments and returns the time since
 // start.
-func waitBaseline(ctx context.Context, c client.Client, start time.Time, what string, done func(*appsv1.Deployment) bool) (time.Duration, error) {
-	for {
-		var list appsv1.DeploymentList
-		if err := c.List(ctx, &list, client.InNamespace(baselineNS)); err != nil {
-			return 0, err
-		}
-		count := 0
-		for i := range list.Items {
-			if done(&list.Items[i]) {
-				count++
-			}
-		}
-		if count == *n {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > 15*time.Minute {
-			return 0, fmt.Errorf("baseline: %d of %d Deployments %s", count, *n, what)
-		}
-		time.Sleep(250 * time.Millisecond)
+func waitBaseline(ctx context.Context, c client.WithWatch, start time.Time, what string, done func(*appsv1.Deployment) bool) (time.Duration, error) {
+	err := fleet.WaitFor(ctx, c, &appsv1.DeploymentList{}, baselineNS, *n, waitLimit(), func(o client.Object) bool {
+		return done(o.(*appsv1.Deployment))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("baseline: Deployments %s: %w", what, err)
 	}
+	return time.Since(start), nil
 }
 
 // bestOf3 runs a CLI three times against the cluster and returns its shortest wall time.
@@ -452,7 +485,13 @@ func bestOf3(kubeconfig, bin string, args ...string) (time.Duration, error) {
 	return best, nil
 }
 
-func waitProxies(ctx context.Context, c client.Client, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
+// waitLimit bounds every wait: 15 minutes plus 250 ms a proxy, so N=5000 gets 36 minutes.
+func waitLimit() time.Duration { return 15*time.Minute + time.Duration(*n)*250*time.Millisecond }
+
+// runs tells whether a phase was asked for.
+func runs(phase byte) bool { return strings.IndexByte(*phases, phase) >= 0 }
+
+func waitProxies(ctx context.Context, c client.WithWatch, timeout time.Duration, ok func(*nexov1alpha1.NexoProxy) bool) error {
 	return fleet.Wait(ctx, c, benchNS, *n, timeout, ok)
 }
 
@@ -598,7 +637,7 @@ func (o *operatorProcess) cpuSeconds() float64 {
 	return (u + st) / 100
 }
 
-type opMetrics struct{ reconciles, mutating, heapInuse, heapAlloc float64 }
+type opMetrics struct{ reconciles, mutating, conflicts, heapInuse, heapAlloc float64 }
 
 // heapSampler records the operator's peak Go heap in use (from its metrics) while it runs, to
 // tell the live heap apart from what the garbage collector's headroom adds to the RSS. Once a
@@ -625,6 +664,32 @@ func (o *operatorProcess) sampleHeap() *heapSampler {
 		}
 	}()
 	return h
+}
+
+// cpuProfile writes the operator's CPU profile over the next seconds to path (nothing when path
+// is empty); the channel gets the outcome.
+func (o *operatorProcess) cpuProfile(path string, seconds int) <-chan error {
+	out := make(chan error, 1)
+	if path == "" {
+		out <- nil
+		return out
+	}
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", o.pprofAddr, seconds))
+		if err != nil {
+			out <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			out <- err
+			return
+		}
+		_, err = io.Copy(f, resp.Body)
+		out <- errors.Join(err, f.Close())
+	}()
+	return out
 }
 
 // end stops sampling and returns the peak heap in use in KiB.
@@ -667,9 +732,19 @@ func (o *operatorProcess) metrics() (opMetrics, error) {
 		}
 	}
 	for _, mf := range families["rest_client_requests_total"].GetMetric() {
+		mutating, conflict := false, false
 		for _, l := range mf.GetLabel() {
-			if l.GetName() == "method" && (l.GetValue() == "POST" || l.GetValue() == "PUT" || l.GetValue() == "PATCH" || l.GetValue() == "DELETE") {
-				m.mutating += mf.GetCounter().GetValue()
+			switch l.GetName() {
+			case "method":
+				mutating = l.GetValue() == "POST" || l.GetValue() == "PUT" || l.GetValue() == "PATCH" || l.GetValue() == "DELETE"
+			case "code":
+				conflict = l.GetValue() == "409"
+			}
+		}
+		if mutating {
+			m.mutating += mf.GetCounter().GetValue()
+			if conflict {
+				m.conflicts += mf.GetCounter().GetValue()
 			}
 		}
 	}

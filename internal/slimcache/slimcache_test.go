@@ -3,6 +3,7 @@ package slimcache_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"unsafe"
@@ -174,30 +175,19 @@ func TestTrimSharesRepeatedStrings(t *testing.T) {
 }
 
 // A Store reads the trimmed entries from the informers the registry created, by name and by
-// namespace, across the several informers a multi-namespace cache creates for one kind.
+// owner, across the several informers a multi-namespace cache creates for one kind.
 func TestStoreReadsTheInformersOwnStores(t *testing.T) {
 	reg := &slimcache.Registry{Scheme: scheme.New()}
-	store := slimcache.For[*slimcache.ChildMeta](reg, corev1.SchemeGroupVersion.WithKind("ConfigMap"), true)
+	store := slimcache.ForOwned[*slimcache.ChildMeta](reg, corev1.SchemeGroupVersion.WithKind("ConfigMap"), true)
 	if _, ok := store.Get(types.NamespacedName{Namespace: "a", Name: "x"}); ok {
 		t.Fatal("an entry before any informer exists")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// x is owned by u1 in both namespaces, y by u2; z has an owner reference that is not a controller.
+	var informers []toolscache.SharedIndexInformer
 	for _, ns := range []string{"a", "b"} {
-		src := fcache.NewFakeControllerSource()
-		for _, name := range []string{"x", "y"} {
-			m := slimcache.MetadataOf("ConfigMap")
-			m.Namespace, m.Name, m.ResourceVersion = ns, name, "1"
-			src.Add(m)
-		}
-		inf := reg.NewInformer(src, slimcache.MetadataOf("ConfigMap"), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-		if err := inf.SetTransform(slimcache.TrimMetadata); err != nil {
-			t.Fatal(err)
-		}
-		go inf.Run(ctx.Done())
-		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-			t.Fatal("no sync")
-		}
+		informers = append(informers, runInformer(ctx, t, reg, ns, map[string]types.UID{"x": "u1", "y": "u2", "z": ""}))
 	}
 	// Another kind's informer is not read.
 	reg.NewInformer(fcache.NewFakeControllerSource(), slimcache.MetadataOf("Secret"), 0, toolscache.Indexers{})
@@ -208,13 +198,66 @@ func TestStoreReadsTheInformersOwnStores(t *testing.T) {
 	if _, ok := store.Get(types.NamespacedName{Namespace: "c", Name: "y"}); ok {
 		t.Error("Get c/y found an entry")
 	}
-	got := store.List("a", func(m *slimcache.ChildMeta) bool { return m.Name != "y" })
-	if len(got) != 1 || got[0].Namespace != "a" || got[0].Name != "x" {
-		t.Errorf("List(a, not y) = %+v", got)
+	for _, inf := range informers {
+		if _, ok := inf.GetIndexer().GetIndexers()[slimcache.OwnerIndex]; !ok {
+			t.Error("an informer of a ForOwned kind has no owner index")
+		}
 	}
-	if other := slimcache.For[*slimcache.ChildMeta](reg, corev1.SchemeGroupVersion.WithKind("ConfigMap"), false); len(other.List("a", func(*slimcache.ChildMeta) bool { return true })) != 0 {
+	all := func(*slimcache.ChildMeta) bool { return true }
+	if got := names(store.Owned("u1", all)); got != "a/x b/x" {
+		t.Errorf("Owned(u1) = %s", got)
+	}
+	if got := names(store.Owned("u1", func(m *slimcache.ChildMeta) bool { return m.Namespace == "b" })); got != "b/x" {
+		t.Errorf("Owned(u1, in b) = %s", got)
+	}
+	if got := names(store.Owned("u3", all)); got != "" {
+		t.Errorf("Owned(u3) = %s", got)
+	}
+	if other := slimcache.For[*slimcache.ChildMeta](reg, corev1.SchemeGroupVersion.WithKind("ConfigMap"), false); len(other.Owned("u1", all)) != 0 {
 		t.Error("a typed ConfigMap store reads the metadata informers")
 	}
+
+	// An informer made before ForOwned has no index; Owned walks it and finds the same entries.
+	late := &slimcache.Registry{Scheme: scheme.New()}
+	inf := runInformer(ctx, t, late, "a", map[string]types.UID{"x": "u1", "y": "u2"})
+	if _, ok := inf.GetIndexer().GetIndexers()[slimcache.OwnerIndex]; ok {
+		t.Fatal("an informer made before ForOwned has the owner index")
+	}
+	if got := names(slimcache.ForOwned[*slimcache.ChildMeta](late, corev1.SchemeGroupVersion.WithKind("ConfigMap"), true).Owned("u1", all)); got != "a/x" {
+		t.Errorf("Owned(u1) without the index = %s", got)
+	}
+}
+
+// runInformer runs a synced metadata-only ConfigMap informer of reg over ns, one entry per name,
+// controlled by the given UID (none when empty).
+func runInformer(ctx context.Context, t *testing.T, reg *slimcache.Registry, ns string, owners map[string]types.UID) toolscache.SharedIndexInformer {
+	t.Helper()
+	src := fcache.NewFakeControllerSource()
+	for name, uid := range owners {
+		m := slimcache.MetadataOf("ConfigMap")
+		m.Namespace, m.Name, m.ResourceVersion = ns, name, "1"
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: uid, Controller: ptr.To(uid != "")}}
+		src.Add(m)
+	}
+	inf := reg.NewInformer(src, slimcache.MetadataOf("ConfigMap"), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if err := inf.SetTransform(slimcache.TrimMetadata); err != nil {
+		t.Fatal(err)
+	}
+	go inf.Run(ctx.Done())
+	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("no sync")
+	}
+	return inf
+}
+
+// names lists entries as sorted namespace/name.
+func names(ms []*slimcache.ChildMeta) string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Namespace+"/"+m.Name)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
 
 // A ChildMeta keeps no labels or annotations: reading them fails loudly instead of returning

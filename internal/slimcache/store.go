@@ -19,8 +19,20 @@ import (
 type Store[T any] interface {
 	// Get returns the entry of the object key names (shared with the informer: read-only).
 	Get(key types.NamespacedName) (T, bool)
-	// List returns the entries of namespace that match (shared with the informer: read-only).
-	List(namespace string, match func(T) bool) []T
+	// Owned returns the entries whose controller has the UID owner and that match, from the
+	// owner index when the Store was made by ForOwned: a proxy finds its few children without
+	// walking its namespace's thousands.
+	Owned(owner types.UID, match func(T) bool) []T
+}
+
+// OwnerIndex indexes ChildMeta entries by their controller's UID (see ForOwned).
+const OwnerIndex = "nexo.io/controller-uid"
+
+func ownerIndex(obj any) ([]string, error) {
+	if c, ok := obj.(*ChildMeta); ok && c.Owner.UID != "" {
+		return []string{string(c.Owner.UID)}, nil
+	}
+	return nil, nil
 }
 
 // Registry remembers the informers a controller-runtime cache creates, by kind, so a Store can
@@ -34,6 +46,7 @@ type Registry struct {
 
 	mu        sync.Mutex
 	informers map[informerKey][]toolscache.SharedIndexInformer
+	owned     map[informerKey]bool // kinds whose informers get the owner index
 }
 
 type informerKey struct {
@@ -41,19 +54,29 @@ type informerKey struct {
 	metadata bool // a metadata-only informer (PartialObjectMetadata)
 }
 
-// NewInformer creates the informer as controller-runtime would, and remembers it.
+// NewInformer creates the informer as controller-runtime would, and remembers it. The informers
+// of a kind some Store was made for by ForOwned also get the owner index.
 func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
-	if gvk, err := apiutil.GVKForObject(obj, r.Scheme); err == nil {
-		_, metadata := obj.(*metav1.PartialObjectMetadata)
-		r.mu.Lock()
-		if r.informers == nil {
-			r.informers = map[informerKey][]toolscache.SharedIndexInformer{}
-		}
-		k := informerKey{gvk, metadata}
-		r.informers[k] = append(r.informers[k], inf)
-		r.mu.Unlock()
+	gvk, err := apiutil.GVKForObject(obj, r.Scheme)
+	if err != nil {
+		return toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	}
+	_, metadata := obj.(*metav1.PartialObjectMetadata)
+	k := informerKey{gvk, metadata}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owned[k] {
+		withOwner := toolscache.Indexers{OwnerIndex: ownerIndex}
+		for name, f := range indexers {
+			withOwner[name] = f
+		}
+		indexers = withOwner
+	}
+	inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
+	if r.informers == nil {
+		r.informers = map[informerKey][]toolscache.SharedIndexInformer{}
+	}
+	r.informers[k] = append(r.informers[k], inf)
 	return inf
 }
 
@@ -61,6 +84,19 @@ func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 // before the cache creates them.
 func For[T any](r *Registry, gvk schema.GroupVersionKind, metadata bool) Store[T] {
 	return &store[T]{r: r, key: informerKey{gvk, metadata}}
+}
+
+// ForOwned is For, and the kind's informers index their ChildMeta entries by controller UID, so
+// Owned reads the index. Call it before the cache creates the kind's informers (controllers'
+// setup); an informer made earlier has no index, and Owned then walks it in full.
+func ForOwned[T any](r *Registry, gvk schema.GroupVersionKind, metadata bool) Store[T] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owned == nil {
+		r.owned = map[informerKey]bool{}
+	}
+	r.owned[informerKey{gvk, metadata}] = true
+	return For[T](r, gvk, metadata)
 }
 
 type store[T any] struct {
@@ -91,18 +127,27 @@ func (s *store[T]) Get(key types.NamespacedName) (T, bool) {
 	return zero, false
 }
 
-func (s *store[T]) List(namespace string, match func(T) bool) []T {
+func (s *store[T]) Owned(owner types.UID, match func(T) bool) []T {
 	var out []T
 	for _, inf := range s.informers() {
-		objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, namespace)
-		if err != nil {
-			continue
+		idx := inf.GetIndexer()
+		var objs []any
+		if _, indexed := idx.GetIndexers()[OwnerIndex]; indexed {
+			objs, _ = idx.ByIndex(OwnerIndex, string(owner))
+		} else {
+			objs = idx.List()
 		}
 		for _, o := range objs {
-			if t, ok := o.(T); ok && match(t) {
+			if t, ok := o.(T); ok && ownedBy(o, owner) && match(t) {
 				out = append(out, t)
 			}
 		}
 	}
 	return out
+}
+
+// ownedBy tells whether a cache entry's controller has the UID owner.
+func ownedBy(o any, owner types.UID) bool {
+	c, ok := o.(*ChildMeta)
+	return ok && c.Owner.UID == owner
 }

@@ -38,7 +38,7 @@ const environmentID = "0123456789ab"
 // with a license authority whose licenses the operator trusts.
 type product struct {
 	cluster    *testcluster.Cluster
-	admin      client.Client
+	admin      client.WithWatch
 	dir        string
 	licenseKey string // PEM file of the license authority's public key
 	licenseDoc string // a license for every fleet entitlement and maxProxies proxies
@@ -71,7 +71,7 @@ func installFor(t *testing.T, env string, watch []string, maxProxies int, opts t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Stop() })
-	admin, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	admin, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
