@@ -17,6 +17,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/eventpost"
 	"github.com/nexo-io/nexo-edge/internal/slimcache"
 	"github.com/nexo-io/nexo-edge/wire"
 )
@@ -54,10 +55,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) ([]string, error
 		var err error
 		switch k.Kind {
 		case "NexoProxy":
+			events := eventpost.New(mgr.GetClient(), mgr.GetScheme(), wire.OperatorName)
+			if err := mgr.Add(events); err != nil {
+				return nil, err
+			}
 			err = (&ProxyReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 				OperatorNamespace: opts.OperatorNamespace, Keys: opts.Keys, RequireSignatures: opts.RequireSignatures,
-				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: mgr.GetEventRecorder(wire.OperatorName), Informers: opts.Informers,
+				Now: opts.Now, KeysChanged: ch, Workers: opts.ProxyWorkers, Recorder: events, Informers: opts.Informers,
 			}).SetupWithManager(ctx, mgr)
 		case "NexoLicense":
 			err = (&LicenseReconciler{
