@@ -55,6 +55,7 @@ type ProxyReconciler struct {
 	secrets  secretUsers
 	metrics  *proxyMetrics
 	versions childVersions
+	writes   ownWrites
 	// What the children's and Secrets' informers keep, read from their own stores.
 	deployments          slimcache.Store[*slimcache.DeploymentState]
 	configMaps, services slimcache.Store[*slimcache.ChildMeta]
@@ -135,6 +136,9 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if err := r.awaitOwnWrite(ctx, req.NamespacedName, proxy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	if !proxy.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // owner references let garbage collection remove the children
 	}
@@ -164,6 +168,9 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			return ctrl.Result{}, err
 		}
 		return statusConflict(ctx, werr)
+	}
+	if proxy.ResourceVersion != before.ResourceVersion {
+		r.writes.wrote(req.NamespacedName, before.ResourceVersion, time.Now())
 	}
 	r.recordTransitions(before, proxy)
 	if err != nil {
