@@ -174,7 +174,7 @@ func run() error {
 	add("first pass (every proxy has a desired revision)", (<-firstPass).Round(10*time.Millisecond).String(), "")
 	add("convergence time (all Ready)", converge.Round(10*time.Millisecond).String(), "")
 	add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
-	add("mutating API calls per proxy", fmt.Sprintf("%.2f (%.2f of them conflicts)", m.mutating/float64(*n), m.conflicts/float64(*n)), "")
+	add("mutating API calls per proxy", fmt.Sprintf("%.2f (conflicts %.2f, other failures %.2f)", m.mutating/float64(*n), m.conflicts/float64(*n), m.failed/float64(*n)), "")
 	add("operator peak RSS", fmt.Sprintf("%.1f MiB (idle %.1f MiB)", float64(peakRSS)/1024, float64(idleRSS)/1024), "")
 	add("RSS per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakRSS-idleRSS)/float64(*n)), "")
 	add("RSS per proxy (peak / N)", fmt.Sprintf("%.1f KB", float64(peakRSS)/float64(*n)), "")
@@ -637,7 +637,7 @@ func (o *operatorProcess) cpuSeconds() float64 {
 	return (u + st) / 100
 }
 
-type opMetrics struct{ reconciles, mutating, conflicts, heapInuse, heapAlloc float64 }
+type opMetrics struct{ reconciles, mutating, conflicts, failed, heapInuse, heapAlloc float64 }
 
 // heapSampler records the operator's peak Go heap in use (from its metrics) while it runs, to
 // tell the live heap apart from what the garbage collector's headroom adds to the RSS. Once a
@@ -732,19 +732,22 @@ func (o *operatorProcess) metrics() (opMetrics, error) {
 		}
 	}
 	for _, mf := range families["rest_client_requests_total"].GetMetric() {
-		mutating, conflict := false, false
+		mutating, code := false, ""
 		for _, l := range mf.GetLabel() {
 			switch l.GetName() {
 			case "method":
 				mutating = l.GetValue() == "POST" || l.GetValue() == "PUT" || l.GetValue() == "PATCH" || l.GetValue() == "DELETE"
 			case "code":
-				conflict = l.GetValue() == "409"
+				code = l.GetValue()
 			}
 		}
 		if mutating {
-			m.mutating += mf.GetCounter().GetValue()
-			if conflict {
-				m.conflicts += mf.GetCounter().GetValue()
+			v := mf.GetCounter().GetValue()
+			m.mutating += v
+			if code == "409" {
+				m.conflicts += v
+			} else if !strings.HasPrefix(code, "2") {
+				m.failed += v
 			}
 		}
 	}
