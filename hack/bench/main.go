@@ -150,9 +150,7 @@ func run() error {
 		_ = waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool { return p.Status.GraphRevision != "" })
 		firstPass <- time.Since(start)
 	}()
-	if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
-	}); err != nil {
+	if err := waitProxies(ctx, c, waitLimit(), readyAtGeneration); err != nil {
 		op.stop()
 		return fmt.Errorf("%w; operator log tail:\n%s", err, op.logTail())
 	}
@@ -328,9 +326,7 @@ func marginal(ctx context.Context, c client.WithWatch, cl *testcluster.Cluster, 
 		return footprint{}, err
 	}
 	heap := sm.sampleHeap()
-	if err := fleet.Wait(ctx, c, smallNS, small, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
-		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
-	}); err != nil {
+	if err := fleet.Wait(ctx, c, smallNS, small, waitLimit(), readyAtGeneration); err != nil {
 		sm.stop()
 		return footprint{}, fmt.Errorf("%w; operator log tail:\n%s", err, sm.logTail())
 	}
@@ -483,6 +479,11 @@ func bestOf3(kubeconfig, bin string, args ...string) (time.Duration, error) {
 		}
 	}
 	return best, nil
+}
+
+// readyAtGeneration is a proxy Ready for its current spec: what convergence waits for.
+func readyAtGeneration(p *nexov1alpha1.NexoProxy) bool {
+	return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.ObservedGeneration == p.Generation
 }
 
 // waitLimit bounds every wait: 15 minutes plus 250 ms a proxy, so N=5000 gets 36 minutes.

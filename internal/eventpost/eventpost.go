@@ -81,7 +81,7 @@ func (r *Recorder) event(now time.Time, regarding, related runtime.Object, event
 		return nil, err
 	}
 	if !util.ValidateEventType(eventtype) {
-		return nil, apierrors.NewBadRequest("unsupported event type " + eventtype)
+		return nil, fmt.Errorf("unsupported event type %q", eventtype)
 	}
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: util.GenerateEventName(ref.Name, now.UnixNano()), Namespace: ref.Namespace},

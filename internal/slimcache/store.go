@@ -1,6 +1,7 @@
 package slimcache
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -67,9 +68,7 @@ func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	defer r.mu.Unlock()
 	if r.owned[k] {
 		withOwner := toolscache.Indexers{OwnerIndex: ownerIndex}
-		for name, f := range indexers {
-			withOwner[name] = f
-		}
+		maps.Copy(withOwner, indexers)
 		indexers = withOwner
 	}
 	inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
