@@ -40,7 +40,6 @@ import (
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,6 +47,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/internal/eventpost"
 	"github.com/nexo-io/nexo-edge/internal/fleet"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/license"
@@ -409,6 +409,7 @@ func rawBaseline(ctx context.Context, c client.WithWatch) (baselineRun, error) {
 	}
 	var calls atomic.Int64
 	w := countMutating(c, &calls)
+	events := eventpost.New(w, w.Scheme(), "nexo.io/bench-baseline")
 	proxies := make([]*nexov1alpha1.NexoProxy, *n)
 	start := time.Now()
 	err := fleet.Parallel(*n, *workers, func(i int) error {
@@ -435,12 +436,7 @@ func rawBaseline(ctx context.Context, c client.WithWatch) (baselineRun, error) {
 	}
 	return finishBaseline(ctx, w, start, proxies, &calls, "Available", func(d *appsv1.Deployment) bool {
 		return d.Status.AvailableReplicas == 1 && d.Status.ObservedGeneration >= d.Generation
-	}, func(p *nexov1alpha1.NexoProxy) error {
-		if err := setStatus(ctx, w, p, "rev", "rev", nexov1alpha1.ProxyReady, nexov1alpha1.ReasonAvailable); err != nil {
-			return err
-		}
-		return postEvent(ctx, w, p, nexov1alpha1.EventRolloutComplete, "every replica runs graph revision rev")
-	})
+	}, closeRollout(ctx, w, events, "rev"))
 }
 
 // rawStepEdit makes, for every baseline proxy, the writes the contract asks for a step edit: the
@@ -451,6 +447,7 @@ func rawBaseline(ctx context.Context, c client.WithWatch) (baselineRun, error) {
 func rawStepEdit(ctx context.Context, c client.WithWatch) (baselineRun, error) {
 	var calls atomic.Int64
 	w := countMutating(c, &calls)
+	events := eventpost.New(w, w.Scheme(), "nexo.io/bench-baseline")
 	proxies := make([]*nexov1alpha1.NexoProxy, *n)
 	start := time.Now()
 	err := fleet.Parallel(*n, *workers, func(i int) error {
@@ -477,7 +474,7 @@ func rawStepEdit(ctx context.Context, c client.WithWatch) (baselineRun, error) {
 		if err := setStatus(ctx, w, p, "rev2", "rev", nexov1alpha1.ProxyProgressing, nexov1alpha1.ReasonProgressing); err != nil {
 			return err
 		}
-		return postEvent(ctx, w, p, nexov1alpha1.EventRolloutStarted, "rolling out graph revision rev2 (from rev)")
+		return events.Post(ctx, p, nil, corev1.EventTypeNormal, nexov1alpha1.EventRolloutStarted, "Rollout", "rolling out graph revision rev2 (from rev)")
 	})
 	if err != nil {
 		return baselineRun{}, err
@@ -485,12 +482,7 @@ func rawStepEdit(ctx context.Context, c client.WithWatch) (baselineRun, error) {
 	return finishBaseline(ctx, w, start, proxies, &calls, "rolled out", func(d *appsv1.Deployment) bool {
 		s := d.Status
 		return s.ObservedGeneration >= d.Generation && s.UpdatedReplicas == 1 && s.AvailableReplicas == 1 && s.Replicas == 1
-	}, func(p *nexov1alpha1.NexoProxy) error {
-		if err := setStatus(ctx, w, p, "rev2", "rev2", nexov1alpha1.ProxyReady, nexov1alpha1.ReasonAvailable); err != nil {
-			return err
-		}
-		return postEvent(ctx, w, p, nexov1alpha1.EventRolloutComplete, "every replica runs graph revision rev2")
-	})
+	}, closeRollout(ctx, w, events, "rev2"))
 }
 
 // finishBaseline follows the baseline Deployments (a proxy's Deployment has its name) and runs
@@ -553,21 +545,15 @@ func setStatus(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, 
 	return c.Status().Update(ctx, p)
 }
 
-// postEvent creates one events.k8s.io Event about a baseline proxy, as the operator's recorder
-// does.
-func postEvent(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, reason, note string) error {
-	now := time.Now()
-	return c.Create(ctx, &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", p.Name, now.UnixNano()), Namespace: p.Namespace},
-		EventTime:           metav1.NewMicroTime(now),
-		ReportingController: "nexo.io/bench-baseline",
-		ReportingInstance:   "bench",
-		Action:              "Rollout",
-		Reason:              reason,
-		Regarding:           corev1.ObjectReference{APIVersion: nexov1alpha1.GroupVersion.String(), Kind: "NexoProxy", Namespace: p.Namespace, Name: p.Name, UID: p.UID},
-		Note:                note,
-		Type:                corev1.EventTypeNormal,
-	})
+// closeRollout is a baseline's closing writes for a proxy whose Deployment runs rev: a Ready
+// status naming rev as available, then the RolloutComplete Event.
+func closeRollout(ctx context.Context, c client.Client, events *eventpost.Recorder, rev string) func(*nexov1alpha1.NexoProxy) error {
+	return func(p *nexov1alpha1.NexoProxy) error {
+		if err := setStatus(ctx, c, p, rev, rev, nexov1alpha1.ProxyReady, nexov1alpha1.ReasonAvailable); err != nil {
+			return err
+		}
+		return events.Post(ctx, p, nil, corev1.EventTypeNormal, nexov1alpha1.EventRolloutComplete, "Rollout", "every replica runs graph revision %s", rev)
+	}
 }
 
 // countMutating counts the mutating calls (create, update, patch, delete, status writes) made

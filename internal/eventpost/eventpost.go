@@ -74,6 +74,16 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	}
 }
 
+// Post builds one Event as Eventf does and creates it now, without the queue, returning the
+// error (for a caller that counts or times its writes, like make bench's raw baseline).
+func (r *Recorder) Post(ctx context.Context, regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) error {
+	ev, err := r.event(time.Now(), regarding, related, eventtype, reason, action, note, args...)
+	if err != nil {
+		return err
+	}
+	return r.client.Create(ctx, ev)
+}
+
 // event builds the Event as client-go's recorder does, without a series.
 func (r *Recorder) event(now time.Time, regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) (*eventsv1.Event, error) {
 	ref, err := reference.GetReference(r.scheme, regarding)

@@ -1,13 +1,16 @@
 package eventpost
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/scheme"
@@ -76,5 +79,28 @@ func TestAFullQueueDrops(t *testing.T) {
 	}
 	if len(r.queue) != QueueLength {
 		t.Errorf("%d queued, want %d", len(r.queue), QueueLength)
+	}
+}
+
+// Post creates the Event Eventf would queue, at once, and returns what stopped it.
+func TestPostCreatesTheEventNow(t *testing.T) {
+	sch := scheme.New()
+	c := fake.NewClientBuilder().WithScheme(sch).Build()
+	r := New(c, sch, "nexo-operator")
+	if err := r.Post(context.Background(), proxy(), nil, corev1.EventTypeNormal, "RolloutComplete", "Rollout", "revision %s", "abc"); err != nil {
+		t.Fatal(err)
+	}
+	var list eventsv1.EventList
+	if err := c.List(context.Background(), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Note != "revision abc" || list.Items[0].Regarding.Name != "orders" {
+		t.Errorf("events %+v", list.Items)
+	}
+	if err := r.Post(context.Background(), proxy(), nil, "Fatal", "X", "Y", "z"); err == nil {
+		t.Error("an Event of type Fatal was posted")
+	}
+	if len(r.queue) != 0 {
+		t.Errorf("Post queued %d Events", len(r.queue))
 	}
 }
