@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -212,7 +211,7 @@ func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha
 	keep := map[string]bool{proxy.Status.GraphRevision: true, proxy.Status.PreviousRevision: true}
 	legacy := map[string]bool{proxy.Name + "-routing": true, proxy.Name + "-steps": true}
 	for _, m := range r.configMaps.Owned(proxy.UID, func(m *slimcache.ChildMeta) bool {
-		if m.Owner.Kind != "NexoProxy" || m.Deleting {
+		if m.Owner.Kind() != "NexoProxy" || m.Deleting {
 			return false
 		}
 		rev := render.ConfigRevision(proxy.Name, m.Name)
@@ -235,7 +234,7 @@ func (r *ProxyReconciler) pruneRevisions(ctx context.Context, proxy *nexov1alpha
 func (r *ProxyReconciler) pruneCopies(ctx context.Context, proxy *nexov1alpha1.NexoProxy, keep func(source string) bool) error {
 	prefix := render.PullSecretName(proxy.Name, "")
 	for _, m := range r.secretMeta.Owned(proxy.UID, func(m *slimcache.ChildMeta) bool {
-		return strings.HasPrefix(m.Name, prefix) && m.Owner.Kind == "NexoProxy"
+		return strings.HasPrefix(m.Name, prefix) && m.Owner.Kind() == "NexoProxy"
 	}) {
 		if keep(strings.TrimPrefix(m.Name, prefix)) {
 			continue
@@ -249,72 +248,6 @@ func (r *ProxyReconciler) pruneCopies(ctx context.Context, proxy *nexov1alpha1.N
 		r.versions.forgetChild(client.ObjectKeyFromObject(proxy), childID{"Secret", m.Name})
 	}
 	return nil
-}
-
-// childID names one child of a proxy (kind is one of kindOf's constants).
-type childID struct{ kind, name string }
-
-// childVersion is what the operator knows of a child: at this version (generation or
-// resourceVersion) it held the content with this hash (render.ContentHash).
-type childVersion struct {
-	version string
-	content render.Hash
-}
-
-type childEntry struct {
-	childID
-	childVersion
-}
-
-// childVersions remembers, per proxy and child, the version at which the operator last wrote the
-// child or compared it in full, and the hash of the content it had then. It starts empty, so
-// after a restart each child is read once in full before the cache alone is trusted. A proxy's
-// few children are a short slice, not a map: this is kept for every proxy.
-type childVersions struct {
-	mu      sync.Mutex
-	byProxy map[types.NamespacedName][]childEntry
-}
-
-func (v *childVersions) is(proxy types.NamespacedName, id childID, want childVersion) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, e := range v.byProxy[proxy] {
-		if e.childID == id {
-			return e.childVersion == want
-		}
-	}
-	return false
-}
-
-func (v *childVersions) set(proxy types.NamespacedName, id childID, cv childVersion) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.byProxy == nil {
-		v.byProxy = map[types.NamespacedName][]childEntry{}
-	}
-	entries := v.byProxy[proxy]
-	for i := range entries {
-		if entries[i].childID == id {
-			entries[i].childVersion = cv
-			return
-		}
-	}
-	v.byProxy[proxy] = append(entries, childEntry{id, cv})
-}
-
-func (v *childVersions) forgetChild(proxy types.NamespacedName, id childID) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.byProxy[proxy] == nil {
-		return
-	}
-	v.byProxy[proxy] = slices.DeleteFunc(v.byProxy[proxy], func(e childEntry) bool { return e.childID == id })
-}
-
-func (v *childVersions) forget(proxy types.NamespacedName) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	delete(v.byProxy, proxy)
 }
 
 // rollback deletes the children this pass created (they are the proxy's own, just made) after a
