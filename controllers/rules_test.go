@@ -230,7 +230,7 @@ func TestServiceInSync(t *testing.T) {
 
 func TestPredicates(t *testing.T) {
 	child := func(rv string, gen int64, owner string) *slimcache.ChildMeta {
-		return &slimcache.ChildMeta{Name: "p", Namespace: "n", ResourceVersion: rv, Generation: gen, Owner: slimcache.ControllerRef{Kind: "NexoProxy", Name: owner}}
+		return &slimcache.ChildMeta{Name: "p", Namespace: "n", ResourceVersion: rv, Generation: gen, Owner: slimcache.NewControllerRef("", "NexoProxy", owner, "")}
 	}
 	dep := func(rv string, gen int64, labels uint64, ready int32) *slimcache.DeploymentState {
 		return &slimcache.DeploymentState{ChildMeta: *child(rv, gen, "p"), LabelsHash: labels, Replicas: 1, Status: slimcache.ReplicaCounts{ObservedGeneration: gen, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: ready, Available: ready}}

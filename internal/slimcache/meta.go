@@ -1,6 +1,8 @@
 package slimcache
 
 import (
+	"unique"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,7 +14,7 @@ import (
 // ChildMeta is what the operator keeps of each generated child and each Secret in its caches:
 // name, namespace, resourceVersion, generation, whether it is being deleted, and its controller
 // reference. A metav1.PartialObjectMetadata is 288 bytes before any of its strings and an owner
-// reference slice; a ChildMeta is 144, and the caches hold several per proxy.
+// reference slice; a ChildMeta is 112, and the caches hold several per proxy.
 //
 // It is a client.Object so informers, predicates and owner handlers take it as they are. It is a
 // read-only cache entry: the setters of fields it does not keep ignore empty values. Labels and
@@ -25,10 +27,35 @@ type ChildMeta struct {
 	Owner                            ControllerRef
 }
 
-// ControllerRef is a controller owner reference (zero: none).
+// ControllerRef is a controller owner reference (zero: none). The owner's API version and kind
+// are one interned pair, held by a pointer-sized handle, and the owner's UID is interned (every
+// child of a proxy carries it): a reference is 40 bytes, not 64, and holds no string of its own
+// but the owner's name.
 type ControllerRef struct {
-	APIVersion, Kind, Name string
-	UID                    types.UID
+	Type unique.Handle[OwnerType]
+	Name string
+	UID  types.UID
+}
+
+// OwnerType is an owner's API version and kind.
+type OwnerType struct{ APIVersion, Kind string }
+
+// NewControllerRef is the reference to the owner apiVersion/kind name with uid.
+func NewControllerRef(apiVersion, kind, name string, uid types.UID) ControllerRef {
+	return ControllerRef{Type: unique.Make(OwnerType{apiVersion, kind}), Name: name, UID: types.UID(Intern(string(uid)))}
+}
+
+// APIVersion is the owner's API version ("" for no owner).
+func (r ControllerRef) APIVersion() string { return r.ownerType().APIVersion }
+
+// Kind is the owner's kind ("" for no owner).
+func (r ControllerRef) Kind() string { return r.ownerType().Kind }
+
+func (r ControllerRef) ownerType() OwnerType {
+	if r.Type == (unique.Handle[OwnerType]{}) {
+		return OwnerType{}
+	}
+	return r.Type.Value()
 }
 
 // MetaOf keeps what ChildMeta holds of an object's metadata; repeated strings are interned.
@@ -36,7 +63,7 @@ func MetaOf(m metav1.Object) ChildMeta {
 	c := ChildMeta{Name: m.GetName(), Namespace: Intern(m.GetNamespace()), ResourceVersion: m.GetResourceVersion(),
 		Generation: m.GetGeneration(), Deleting: m.GetDeletionTimestamp() != nil}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		c.Owner = ControllerRef{APIVersion: Intern(ref.APIVersion), Kind: Intern(ref.Kind), Name: ref.Name, UID: ref.UID}
+		c.Owner = NewControllerRef(ref.APIVersion, ref.Kind, ref.Name, ref.UID)
 	}
 	return c
 }
@@ -92,7 +119,7 @@ func (c *ChildMeta) GetOwnerReferences() []metav1.OwnerReference {
 		return nil
 	}
 	controller := true
-	return []metav1.OwnerReference{{APIVersion: c.Owner.APIVersion, Kind: c.Owner.Kind, Name: c.Owner.Name, UID: c.Owner.UID, Controller: &controller}}
+	return []metav1.OwnerReference{{APIVersion: c.Owner.APIVersion(), Kind: c.Owner.Kind(), Name: c.Owner.Name, UID: c.Owner.UID, Controller: &controller}}
 }
 
 // SetOwnerReferences keeps the controller reference among refs.
@@ -100,7 +127,7 @@ func (c *ChildMeta) SetOwnerReferences(refs []metav1.OwnerReference) {
 	c.Owner = ControllerRef{}
 	for _, r := range refs {
 		if r.Controller != nil && *r.Controller {
-			c.Owner = ControllerRef{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID}
+			c.Owner = NewControllerRef(r.APIVersion, r.Kind, r.Name, r.UID)
 		}
 	}
 }

@@ -15,11 +15,12 @@ import (
 // child of every proxy, so they hold only the fields the NexoProxy controller reads; everything
 // else is read from the API server, in full, when a child has to be compared (see apply).
 //
-//   - children and Secrets: a ChildMeta (child_meta.go): name, namespace, resourceVersion,
+//   - children and Secrets: a ChildMeta (meta.go): name, namespace, resourceVersion,
 //     generation, deletion and the controller owner reference (for Owns and IsControlledBy);
-//   - Deployments: a DeploymentState (workloads.go): a ChildMeta and the replica counts;
-//   - NexoProxies: everything but managedFields, with the strings every proxy repeats (condition
-//     types, statuses, reasons and messages, the phase) kept once.
+//   - Deployments: a DeploymentState (deployment.go): a ChildMeta and the replica counts;
+//   - NexoProxies: everything but managedFields, with the strings proxies repeat kept once: the
+//     type and namespace, the names of the objects they reference (a fleet shares its pipeline,
+//     profile and license), and the condition types, statuses, reasons and messages and the phase.
 //
 // The transforms are idempotent: client-go may apply them to an object it has already trimmed.
 
@@ -40,6 +41,13 @@ func TrimProxy(obj any) (any, error) {
 		return obj, nil
 	}
 	p.ManagedFields = nil
+	p.APIVersion, p.Kind, p.Namespace = Intern(p.APIVersion), Intern(p.Kind), Intern(p.Namespace)
+	spec := &p.Spec
+	spec.PipelineRef.Name, spec.ProfileRef.Name, spec.LicenseRef.Name = Intern(spec.PipelineRef.Name), Intern(spec.ProfileRef.Name), Intern(spec.LicenseRef.Name)
+	for i := range spec.ObservabilityRefs {
+		r := &spec.ObservabilityRefs[i]
+		r.Kind, r.Name = Intern(r.Kind), Intern(r.Name)
+	}
 	p.Status.Phase = nexov1alpha1.ProxyPhase(Intern(string(p.Status.Phase)))
 	if n := len(p.Status.Conditions); n > 0 {
 		// Decoding grows the slice by doubling; the copy has exactly its length.

@@ -45,7 +45,7 @@ func TestTrimMetadataKeepsWhatTheControllerReads(t *testing.T) {
 	out, _ := slimcache.TrimMetadata(m)
 	got := out.(*slimcache.ChildMeta)
 	want := slimcache.ChildMeta{Name: "p", Namespace: "ns", ResourceVersion: "42", Generation: 3, Deleting: true,
-		Owner: slimcache.ControllerRef{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: "u3"}}
+		Owner: slimcache.NewControllerRef("nexo.io/v1alpha1", "NexoProxy", "p", "u3")}
 	if *got != want {
 		t.Errorf("trimmed metadata\n got %+v\nwant %+v", *got, want)
 	}
@@ -119,10 +119,14 @@ func TestTrimDeploymentKeepsReplicasCountsAndALabelsHash(t *testing.T) {
 
 // The proxy cache keeps the whole proxy but managedFields; condition strings that every proxy
 // repeats are kept once, and the conditions slice has no spare capacity.
-func TestTrimProxySharesConditionStrings(t *testing.T) {
+func TestTrimProxySharesRepeatedStrings(t *testing.T) {
 	decoded := func() *nexov1alpha1.NexoProxy {
 		p := &nexov1alpha1.NexoProxy{ObjectMeta: fullMeta()}
-		p.Spec.PipelineRef.Name = "pipe"
+		p.Namespace = strings.Clone("ns")
+		p.Spec.PipelineRef.Name = strings.Clone("pipe")
+		p.Spec.ProfileRef.Name = strings.Clone("standard")
+		p.Spec.LicenseRef.Name = strings.Clone("fleet")
+		p.Spec.ObservabilityRefs = []nexov1alpha1.ObservabilityRef{{Kind: strings.Clone("NexoMetrics"), Name: strings.Clone("m")}}
 		conds := make([]metav1.Condition, 0, 8)
 		for _, typ := range []string{"Validated", "Ready", "Licensed"} {
 			conds = append(conds, metav1.Condition{Type: strings.Clone(typ), Status: metav1.ConditionStatus(strings.Clone("True")),
@@ -149,6 +153,13 @@ func TestTrimProxySharesConditionStrings(t *testing.T) {
 			}
 		}
 	}
+	for _, pair := range [][2]string{{pa.Namespace, pb.Namespace}, {pa.Spec.PipelineRef.Name, pb.Spec.PipelineRef.Name},
+		{pa.Spec.ProfileRef.Name, pb.Spec.ProfileRef.Name}, {pa.Spec.LicenseRef.Name, pb.Spec.LicenseRef.Name},
+		{pa.Spec.ObservabilityRefs[0].Kind, pb.Spec.ObservabilityRefs[0].Kind}, {pa.Spec.ObservabilityRefs[0].Name, pb.Spec.ObservabilityRefs[0].Name}} {
+		if pair[0] == "" || unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+			t.Errorf("%q is not shared between cached proxies", pair[0])
+		}
+	}
 	if unsafe.StringData(string(pa.Status.Phase)) != unsafe.StringData(string(pb.Status.Phase)) {
 		t.Error("phase is not shared")
 	}
@@ -160,14 +171,18 @@ func TestTrimSharesRepeatedStrings(t *testing.T) {
 	decoded := func() *metav1.PartialObjectMetadata {
 		m := fullMeta()
 		m.OwnerReferences[1].Kind = strings.Clone("NexoProxy")
+		m.OwnerReferences[1].UID = types.UID(strings.Clone(string(m.OwnerReferences[1].UID)))
 		m.Namespace = strings.Clone("ns")
 		return &metav1.PartialObjectMetadata{ObjectMeta: m}
 	}
 	a, _ := slimcache.TrimMetadata(decoded())
 	b, _ := slimcache.TrimMetadata(decoded())
 	ma, mb := a.(*slimcache.ChildMeta), b.(*slimcache.ChildMeta)
-	if unsafe.StringData(ma.Owner.Kind) != unsafe.StringData(mb.Owner.Kind) {
+	if ma.Owner.Type != mb.Owner.Type || ma.Owner.Kind() != "NexoProxy" {
 		t.Error("owner kind is not shared between cached objects")
+	}
+	if unsafe.StringData(string(ma.Owner.UID)) != unsafe.StringData(string(mb.Owner.UID)) {
+		t.Error("owner UID is not shared between cached objects")
 	}
 	if unsafe.StringData(ma.Namespace) != unsafe.StringData(mb.Namespace) {
 		t.Error("namespace is not shared between cached objects")
@@ -280,5 +295,16 @@ func TestChildMetaRefusesWhatItDoesNotKeep(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// The cache entries' sizes are what their doc comments promise (they are held several times per
+// proxy): a field added here shows up in make bench's memory per proxy.
+func TestEntrySizes(t *testing.T) {
+	if got := unsafe.Sizeof(slimcache.ChildMeta{}); got > 112 {
+		t.Errorf("ChildMeta is %d bytes, want at most 112", got)
+	}
+	if got := unsafe.Sizeof(slimcache.DeploymentState{}); got > 160 {
+		t.Errorf("DeploymentState is %d bytes, want at most 160", got)
 	}
 }
