@@ -204,8 +204,11 @@ func TestStoreReadsTheInformersOwnStores(t *testing.T) {
 	for _, ns := range []string{"a", "b"} {
 		informers = append(informers, runInformer(ctx, t, reg, ns, map[string]types.UID{"x": "u1", "y": "u2", "z": ""}))
 	}
-	// Another kind's informer is not read.
-	reg.NewInformer(fcache.NewFakeControllerSource(), slimcache.MetadataOf("Secret"), 0, toolscache.Indexers{})
+	// Another kind's informer is not read, and keeps the indexes the cache asked for.
+	secrets := reg.NewInformer(fcache.NewFakeControllerSource(), slimcache.MetadataOf("Secret"), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if _, ok := secrets.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !ok {
+		t.Error("an informer no Store reads lost the namespace index")
+	}
 
 	if m, ok := store.Get(types.NamespacedName{Namespace: "b", Name: "y"}); !ok || m.Name != "y" || m.Namespace != "b" {
 		t.Errorf("Get b/y = %+v, %v", m, ok)
@@ -216,6 +219,14 @@ func TestStoreReadsTheInformersOwnStores(t *testing.T) {
 	for _, inf := range informers {
 		if _, ok := inf.GetIndexer().GetIndexers()[slimcache.OwnerIndex]; !ok {
 			t.Error("an informer of a ForOwned kind has no owner index")
+		}
+		// A Store never lists by namespace: its kind's informers keep no namespace index, and a
+		// namespaced list through them fails instead of walking every entry.
+		if _, ok := inf.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; ok {
+			t.Error("an informer a Store reads kept the namespace index")
+		}
+		if _, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, "a"); err == nil {
+			t.Error("a namespaced list of a Store's kind did not fail")
 		}
 	}
 	all := func(*slimcache.ChildMeta) bool { return true }
@@ -237,6 +248,9 @@ func TestStoreReadsTheInformersOwnStores(t *testing.T) {
 	inf := runInformer(ctx, t, late, "a", map[string]types.UID{"x": "u1", "y": "u2"})
 	if _, ok := inf.GetIndexer().GetIndexers()[slimcache.OwnerIndex]; ok {
 		t.Fatal("an informer made before ForOwned has the owner index")
+	}
+	if _, ok := inf.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !ok {
+		t.Fatal("an informer made before ForOwned lost the namespace index")
 	}
 	if got := names(slimcache.ForOwned[*slimcache.ChildMeta](late, corev1.SchemeGroupVersion.WithKind("ConfigMap"), true).Owned("u1", all)); got != "a/x" {
 		t.Errorf("Owned(u1) without the index = %s", got)

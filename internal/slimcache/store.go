@@ -1,7 +1,6 @@
 package slimcache
 
 import (
-	"maps"
 	"sync"
 	"time"
 
@@ -41,13 +40,20 @@ func ownerIndex(obj any) ([]string, error) {
 // asked for, which a trimmed entry is not). With several watched namespaces the cache creates
 // one informer per namespace and kind; a Store reads all of them.
 //
+// The informers of a kind a Store was made for are indexed for the Store, not for the cache
+// reader: they get the owner index when the Store was made by ForOwned, and they lose the
+// namespace index controller-runtime gives every informer. A Store reads by name and by owner,
+// never by namespace, and that index costs a set entry per child of every proxy; a namespaced
+// List of such a kind through the cache fails loudly ("Index with name namespace does not
+// exist") instead of walking every entry.
+//
 // Set Registry.NewInformer as the cache's Options.NewInformer.
 type Registry struct {
 	Scheme *runtime.Scheme
 
 	mu        sync.Mutex
 	informers map[informerKey][]toolscache.SharedIndexInformer
-	owned     map[informerKey]bool // kinds whose informers get the owner index
+	stores    map[informerKey]storeIndexes // kinds a Store reads
 }
 
 type informerKey struct {
@@ -55,8 +61,13 @@ type informerKey struct {
 	metadata bool // a metadata-only informer (PartialObjectMetadata)
 }
 
+// storeIndexes are the indexes a Store's kind needs.
+type storeIndexes struct {
+	owner bool // the owner index (ForOwned)
+}
+
 // NewInformer creates the informer as controller-runtime would, and remembers it. The informers
-// of a kind some Store was made for by ForOwned also get the owner index.
+// of a kind a Store was made for get that Store's indexes instead of the namespace index.
 func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	gvk, err := apiutil.GVKForObject(obj, r.Scheme)
 	if err != nil {
@@ -66,10 +77,17 @@ func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	k := informerKey{gvk, metadata}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.owned[k] {
-		withOwner := toolscache.Indexers{OwnerIndex: ownerIndex}
-		maps.Copy(withOwner, indexers)
-		indexers = withOwner
+	if idx, ok := r.stores[k]; ok {
+		keep := toolscache.Indexers{}
+		for name, f := range indexers {
+			if name != toolscache.NamespaceIndex {
+				keep[name] = f
+			}
+		}
+		if idx.owner {
+			keep[OwnerIndex] = ownerIndex
+		}
+		indexers = keep
 	}
 	inf := toolscache.NewSharedIndexInformer(lw, obj, resync, indexers)
 	if r.informers == nil {
@@ -79,23 +97,29 @@ func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	return inf
 }
 
-// For is the Store of the informers of gvk (metadata: the metadata-only ones). It may be called
-// before the cache creates them.
+// For is the Store of the informers of gvk (metadata: the metadata-only ones). Call it before
+// the cache creates them (controllers' setup): an informer made earlier keeps the namespace
+// index, and the Store reads it all the same.
 func For[T any](r *Registry, gvk schema.GroupVersionKind, metadata bool) Store[T] {
-	return &store[T]{r: r, key: informerKey{gvk, metadata}}
+	return forIndexes[T](r, informerKey{gvk, metadata}, storeIndexes{})
 }
 
 // ForOwned is For, and the kind's informers index their ChildMeta entries by controller UID, so
-// Owned reads the index. Call it before the cache creates the kind's informers (controllers'
-// setup); an informer made earlier has no index, and Owned then walks it in full.
+// Owned reads the index. An informer made before ForOwned has no owner index, and Owned then
+// walks it in full.
 func ForOwned[T any](r *Registry, gvk schema.GroupVersionKind, metadata bool) Store[T] {
+	return forIndexes[T](r, informerKey{gvk, metadata}, storeIndexes{owner: true})
+}
+
+func forIndexes[T any](r *Registry, k informerKey, idx storeIndexes) Store[T] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.owned == nil {
-		r.owned = map[informerKey]bool{}
+	if r.stores == nil {
+		r.stores = map[informerKey]storeIndexes{}
 	}
-	r.owned[informerKey{gvk, metadata}] = true
-	return For[T](r, gvk, metadata)
+	prev := r.stores[k]
+	r.stores[k] = storeIndexes{owner: prev.owner || idx.owner}
+	return &store[T]{r: r, key: k}
 }
 
 type store[T any] struct {
