@@ -47,12 +47,12 @@ func hashID(id childID) uint64 { return maphash.Comparable(childSeed, id) }
 func hashVersion(v string) uint64 { return maphash.String(childSeed, v) }
 
 func (v *childVersions) is(proxy types.NamespacedName, id childID, want childVersion) bool {
-	h := hashID(id)
+	w := childEntry{id: hashID(id), version: hashVersion(want.version), content: want.content}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, e := range v.byProxy[proxy] {
-		if e.id == h {
-			return e.version == hashVersion(want.version) && e.content == want.content
+		if e.id == w.id {
+			return e == w
 		}
 	}
 	return false

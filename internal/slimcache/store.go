@@ -53,17 +53,12 @@ type Registry struct {
 
 	mu        sync.Mutex
 	informers map[informerKey][]toolscache.SharedIndexInformer
-	stores    map[informerKey]storeIndexes // kinds a Store reads
+	stores    map[informerKey]bool // kinds a Store reads; true: with the owner index (ForOwned)
 }
 
 type informerKey struct {
 	gvk      schema.GroupVersionKind
 	metadata bool // a metadata-only informer (PartialObjectMetadata)
-}
-
-// storeIndexes are the indexes a Store's kind needs.
-type storeIndexes struct {
-	owner bool // the owner index (ForOwned)
 }
 
 // NewInformer creates the informer as controller-runtime would, and remembers it. The informers
@@ -77,14 +72,14 @@ func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 	k := informerKey{gvk, metadata}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if idx, ok := r.stores[k]; ok {
+	if owned, ok := r.stores[k]; ok {
 		keep := toolscache.Indexers{}
 		for name, f := range indexers {
 			if name != toolscache.NamespaceIndex {
 				keep[name] = f
 			}
 		}
-		if idx.owner {
+		if owned {
 			keep[OwnerIndex] = ownerIndex
 		}
 		indexers = keep
@@ -101,24 +96,23 @@ func (r *Registry) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, 
 // the cache creates them (controllers' setup): an informer made earlier keeps the namespace
 // index, and the Store reads it all the same.
 func For[T any](r *Registry, gvk schema.GroupVersionKind, metadata bool) Store[T] {
-	return forIndexes[T](r, informerKey{gvk, metadata}, storeIndexes{})
+	return forStore[T](r, informerKey{gvk, metadata}, false)
 }
 
 // ForOwned is For, and the kind's informers index their ChildMeta entries by controller UID, so
 // Owned reads the index. An informer made before ForOwned has no owner index, and Owned then
 // walks it in full.
 func ForOwned[T any](r *Registry, gvk schema.GroupVersionKind, metadata bool) Store[T] {
-	return forIndexes[T](r, informerKey{gvk, metadata}, storeIndexes{owner: true})
+	return forStore[T](r, informerKey{gvk, metadata}, true)
 }
 
-func forIndexes[T any](r *Registry, k informerKey, idx storeIndexes) Store[T] {
+func forStore[T any](r *Registry, k informerKey, owned bool) Store[T] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stores == nil {
-		r.stores = map[informerKey]storeIndexes{}
+		r.stores = map[informerKey]bool{}
 	}
-	prev := r.stores[k]
-	r.stores[k] = storeIndexes{owner: prev.owner || idx.owner}
+	r.stores[k] = r.stores[k] || owned
 	return &store[T]{r: r, key: k}
 }
 
