@@ -77,7 +77,8 @@ down)
     done <"$dir/pids"
   fi
   if [[ -f $dir/kubeconfig && "${CLUSTER:-local}" != existing ]]; then
-    port=$(sed -n 's|.*server: https://127.0.0.1:\([0-9]*\).*|\1|p' "$dir/kubeconfig" | head -1)
+    # sed quits at the first match itself: a "| head -1" could SIGPIPE sed and, under pipefail, fail.
+    port=$(sed -n 's|.*server: https://127.0.0.1:\([0-9]*\).*|\1|p;T;q' "$dir/kubeconfig")
     if [[ -n $port ]] && (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
       echo "the demo's kube-apiserver still answers on port $port"; left=1
     fi
@@ -91,8 +92,11 @@ check)
   # The admin commands the demo prints work as printed.
   out=$(bin/controlplane --server "$(cp_url)" --admin-token-file "$dir/admin-token" env list)
   grep -q healthy <<<"$out" || { echo "demo check: controlplane env list does not show a healthy environment:"; echo "$out"; exit 1; }
-  bin/controlplane --server "$(cp_url)" --admin-token-file "$dir/admin-token" env install-command "$(cp_env)" | grep -q -- "--control-plane-url" \
+  # Captured first, then matched: "cmd | grep -q" under pipefail fails whenever grep exits before
+  # cmd has written everything (cmd gets SIGPIPE). test/packaging's TestNoEarlyExitPipes guards it.
+  out=$(bin/controlplane --server "$(cp_url)" --admin-token-file "$dir/admin-token" env install-command "$(cp_env)") \
     || { echo "demo check: controlplane env install-command failed"; exit 1; }
+  grep -q -- "--control-plane-url" <<<"$out" || { echo "demo check: controlplane env install-command printed no --control-plane-url:"; echo "$out"; exit 1; }
   echo "demo check: the printed Control Plane admin commands work"
   ;;
 *)
