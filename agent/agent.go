@@ -48,6 +48,10 @@ type Config struct {
 	// The Manager keeps its control-plane-<key id>.pem entries equal to the keys the Control
 	// Plane advertises in each heartbeat answer; other entries are left alone. "" disables it.
 	TrustedKeysSecret string
+	// WatchNamespaces, when set, are the only namespaces the Manager lists its proxies in and
+	// deploys into: the target namespaces of an OLM OperatorGroup (olm.targetNamespaces), where
+	// OLM grants it rights. Empty: every namespace (its rights are cluster-wide).
+	WatchNamespaces []string
 	// AllowAdoption is the migration gate: with it, a deploy may take over an existing object
 	// that carries wire.AdoptAnnotation="true"; without it, any object without the owner label is refused.
 	AllowAdoption bool

@@ -71,6 +71,9 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
 			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))
 		}
+		if w := a.cfg.WatchNamespaces; len(w) > 0 && !slices.Contains(w, u.GetNamespace()) {
+			return failed("%s: this installation serves only %s (its OperatorGroup's target namespaces, --watch-namespaces); nothing was applied", where, strings.Join(w, ", "))
+		}
 		signed, err := signature.Verify(u, trusted, audience)
 		if err != nil {
 			return failed("%s: %v; nothing was applied", where, err)
@@ -145,13 +148,13 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 			}
 		}
 	}
-	var list nexov1alpha1.NexoProxyList
-	if err := a.client.List(ctx, &list, client.MatchingLabels{wire.OwnerLabel: a.OwnerID()}); err != nil {
+	proxies, err := a.ownedProxies(ctx)
+	if err != nil {
 		return failed("list owned proxies: %v", err)
 	}
 	var changed []string
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range proxies {
+		p := &proxies[i]
 		if cmd.Proxy != nil && (p.Namespace != cmd.Proxy.Namespace || p.Name != cmd.Proxy.Name) {
 			continue
 		}
@@ -172,7 +175,7 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		}
 		changed = append(changed, p.Namespace+"/"+p.Name)
 	}
-	if cmd.Proxy != nil && len(changed) == 0 && !slices.ContainsFunc(list.Items, func(p nexov1alpha1.NexoProxy) bool {
+	if cmd.Proxy != nil && len(changed) == 0 && !slices.ContainsFunc(proxies, func(p nexov1alpha1.NexoProxy) bool {
 		return p.Namespace == cmd.Proxy.Namespace && p.Name == cmd.Proxy.Name
 	}) {
 		return failed("NexoProxy %s/%s is not owned by this Manager; nothing was changed", cmd.Proxy.Namespace, cmd.Proxy.Name)

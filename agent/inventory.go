@@ -62,9 +62,8 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	sort.Strings(hb.InstalledKinds)
 	hb.SchemaFingerprint, _ = fingerprint.Of(nexo)
 
-	var proxies nexov1alpha1.NexoProxyList
-	if err := a.client.List(ctx, &proxies, client.MatchingLabels{wire.OwnerLabel: a.OwnerID()}); err == nil {
-		for _, p := range proxies.Items {
+	if proxies, err := a.ownedProxies(ctx); err == nil {
+		for _, p := range proxies {
 			hb.Deployments = append(hb.Deployments, protocol.Deployment{Namespace: p.Namespace, Name: p.Name,
 				Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision})
 		}
@@ -96,4 +95,23 @@ func pipelineKinds(c *apiextensionsv1.CustomResourceDefinition) map[string][]str
 		}
 	}
 	return out
+}
+
+// ownedProxies lists the NexoProxies this Manager owns, in its watched namespaces (or all).
+func (a *Agent) ownedProxies(ctx context.Context) ([]nexov1alpha1.NexoProxy, error) {
+	owned := client.MatchingLabels{wire.OwnerLabel: a.OwnerID()}
+	if len(a.cfg.WatchNamespaces) == 0 {
+		var list nexov1alpha1.NexoProxyList
+		err := a.client.List(ctx, &list, owned)
+		return list.Items, err
+	}
+	var out []nexov1alpha1.NexoProxy
+	for _, ns := range a.cfg.WatchNamespaces {
+		var list nexov1alpha1.NexoProxyList
+		if err := a.client.List(ctx, &list, owned, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
 }

@@ -9,12 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nexo-io/nexo-edge/protocol"
 	"github.com/nexo-io/nexo-edge/signature"
-	"github.com/nexo-io/nexo-edge/wire"
 )
 
 // keyEntryPrefix marks the trusted-keys Secret entries the Manager maintains.
@@ -22,7 +20,8 @@ const keyEntryPrefix = "control-plane-"
 
 // syncKeys takes the Control Plane's advertised signing keys (over the authenticated, TLS
 // channel to the configured URL) as trusted for deploys, and writes them into the trusted-keys
-// Secret so the operator follows: entries control-plane-<key id>.pem are added for new keys and
+// Secret so the operator follows (the install created it; the Manager may only get and update
+// it): entries control-plane-<key id>.pem are added for new keys and
 // removed for keys no longer advertised (retired); other entries, keys an installer added by
 // hand, are kept. Nothing is written when the Secret already matches.
 func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) error {
@@ -46,9 +45,10 @@ func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) 
 	key := client.ObjectKey{Namespace: a.cfg.Namespace, Name: a.cfg.TrustedKeysSecret}
 	err := a.client.Get(ctx, key, secret)
 	if apierrors.IsNotFound(err) {
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{wire.PartOfLabel: wire.PartOf}}, Data: want}
-		return a.client.Create(ctx, secret)
+		// Every install path creates it; the Manager may not create Secrets (it could otherwise
+		// make a ServiceAccount-token Secret and read a credential back; docs/rbac.md).
+		return fmt.Errorf("the trusted-keys Secret %s does not exist, so the Control Plane's signing keys cannot reach the operator: "+
+			"the chart, kustomize and the OLM bundle create it; recreate it with `kubectl -n %s create secret generic %s`", key, key.Namespace, key.Name)
 	}
 	if err != nil {
 		return err

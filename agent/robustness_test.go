@@ -398,8 +398,25 @@ func TestSigningKeyRotationReachesTheCluster(t *testing.T) {
 			t.Fatalf("%s: SignatureValid reason %q, want %q", name, verdict(name), want)
 		}
 	}
-	// Trust bootstrap: no hand-made trusted-keys Secret; the Manager creates it from the channel.
-	if err := k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: "nexo-trusted-keys"}}); err != nil {
+	// A missing trusted-keys Secret is reported, never created: the Manager may create no Secret
+	// (every install path creates it). Deploys still verify with the advertised keys.
+	keysSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: "nexo-trusted-keys"}}
+	if err := k8s.Delete(ctx, keysSecret); err != nil {
+		t.Fatal(err)
+	}
+	deploy("while-the-secret-is-missing")
+	logsMu.Lock()
+	logged := logs.String()
+	logsMu.Unlock()
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(keysSecret), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Manager created the trusted-keys Secret (or the read failed: %v)", err)
+	}
+	if !strings.Contains(logged, "the trusted-keys Secret nexo-system/nexo-trusted-keys does not exist") ||
+		!strings.Contains(logged, "kubectl -n nexo-system create secret generic nexo-trusted-keys") {
+		t.Fatalf("a missing trusted-keys Secret was not reported with its fix; log:\n%s", logged)
+	}
+	// Trust bootstrap: the empty Secret an install creates; the Manager fills it from the channel.
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: "nexo-trusted-keys"}}); err != nil {
 		t.Fatal(err)
 	}
 	oldID := signature.KeyID(cpPub)

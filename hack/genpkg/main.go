@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,10 +25,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/config/admission"
 )
 
 const (
@@ -89,14 +92,6 @@ type operatorRules struct {
 }
 
 var secretWriteVerbs = []string{"create", "update", "patch", "delete"}
-
-// admissionPolicyRules let the operator of an OLM install apply the managed-objects admission
-// policy (--ensure-admission-policy): create, then get and patch only that policy and binding.
-var admissionPolicyRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"create"}},
-	{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"},
-		ResourceNames: []string{"nexo-managed-objects"}, Verbs: []string{"get", "patch"}},
-}
 
 // rbacRules reads the rules controller-gen generated from the markers and splits the Secret
 // rule: its write verbs move into secretCopies, so no ClusterRoleBinding ever grants them.
@@ -223,6 +218,50 @@ rules:
 	return strings.Join(parts, "---\n"), nil
 }
 
+// chartAdmissionPolicies writes templates/admission-policy.yaml from config/admission's files,
+// with the release namespace's Manager and the chart's labels.
+func chartAdmissionPolicies(chartDir string) error {
+	const managerUser = "system:serviceaccount:nexo-system:nexo-manager"
+	// The chart's own labels replace the kustomize source's part-of label (they include it).
+	const partOf = "\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\n"
+	var bodies []string
+	for _, name := range slices.Sorted(maps.Keys(admission.Files)) {
+		policy := admission.Files[name]
+		if strings.Contains(policy, "{{") {
+			return fmt.Errorf("config/admission/%s must contain no '{{'", name)
+		}
+		if strings.Count(policy, partOf) != 2 {
+			return fmt.Errorf("config/admission/%s: want both objects labelled exactly app.kubernetes.io/part-of: nexo-edge", name)
+		}
+		body := strings.ReplaceAll(policy, partOf, "\n  labels:\n"+chartLabels)
+		bodies = append(bodies, strings.ReplaceAll(body, managerUser, "system:serviceaccount:{{ .Release.Namespace }}:nexo-manager"))
+	}
+	vap := generatedHeader + "{{- if .Values.admissionPolicy.enabled }}\n" + strings.Join(bodies, "---\n") + "{{- end }}\n"
+	return os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644)
+}
+
+// admissionPolicyRules let the operator of an OLM install apply the installation's admission
+// policies (--ensure-admission-policy): create, then get and patch only those policies and
+// bindings, by name.
+func admissionPolicyRules() ([]rbacv1.PolicyRule, error) {
+	pairs, err := admission.Policies("nexo-system")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range pairs {
+		names = append(names, p.Policy.Name)
+		if p.Binding.Name != p.Policy.Name {
+			return nil, fmt.Errorf("admission: binding %s must be named as its policy %s (the CSV grants both by one name)", p.Binding.Name, p.Policy.Name)
+		}
+	}
+	resources := []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, Verbs: []string{"create"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, ResourceNames: names, Verbs: []string{"get", "patch"}},
+	}, nil
+}
+
 func crdFiles() ([]string, error) {
 	files, err := filepath.Glob("config/crd/bases/*.yaml")
 	sort.Strings(files)
@@ -325,23 +364,7 @@ rules:
 	if err := os.WriteFile(filepath.Join(chartDir, "templates", "aggregate-clusterroles.yaml"), []byte(agg), 0o644); err != nil {
 		return err
 	}
-	policy, err := os.ReadFile("config/admission/managed-objects.yaml")
-	if err != nil {
-		return err
-	}
-	const managerUser = "system:serviceaccount:nexo-system:nexo-manager"
-	if !bytes.Contains(policy, []byte(managerUser)) || bytes.Contains(policy, []byte("{{")) {
-		return fmt.Errorf("config/admission/managed-objects.yaml must name %s and contain no '{{'", managerUser)
-	}
-	// The chart's own labels replace the kustomize source's part-of label (they include it).
-	const partOf = "\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\n"
-	if strings.Count(string(policy), partOf) != 2 {
-		return fmt.Errorf("config/admission/managed-objects.yaml: want both objects labelled exactly app.kubernetes.io/part-of: nexo-edge")
-	}
-	vapBody := strings.ReplaceAll(string(policy), partOf, "\n  labels:\n"+chartLabels)
-	vap := generatedHeader + "{{- if .Values.admissionPolicy.enabled }}\n" +
-		strings.ReplaceAll(vapBody, managerUser, "system:serviceaccount:{{ .Release.Namespace }}:nexo-manager") + "{{- end }}\n"
-	if err := os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644); err != nil {
+	if err := chartAdmissionPolicies(chartDir); err != nil {
 		return err
 	}
 	chartYAML := generatedHeader + `apiVersion: v2
@@ -455,6 +478,16 @@ func bundle() error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(readerRole), 0o644); err != nil {
+		return err
+	}
+	// Every install path creates the trusted-keys Secret, so the Manager needs no right to create
+	// Secrets; OLM creates it in the install namespace.
+	keys, err := os.ReadFile("config/manager/trusted-keys.yaml")
+	if err != nil {
+		return err
+	}
+	keys = bytes.Replace(keys, []byte("\n  namespace: nexo-system\n"), []byte("\n"), 1)
+	if err := os.WriteFile(filepath.Join(manifests, "nexo-trusted-keys_v1_secret.yaml"), append([]byte(generatedHeader), keys...), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(manifests, packageName+".clusterserviceversion.yaml"), out, 0o644); err != nil {
@@ -682,11 +715,26 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 			mgrDep.Spec.Template.Spec.Containers[0].Env[i] = corev1.EnvVar{Name: e.Name, Value: catalog.DefaultProxyImage}
 		}
 	}
+	// The Manager serves the same namespaces as the operator: where OLM grants it rights.
+	mgrC := &mgrDep.Spec.Template.Spec.Containers[0]
+	mgrC.Env = append(mgrC.Env, corev1EnvFromAnnotation("WATCH_NAMESPACES", "metadata.annotations['olm.targetNamespaces']"))
 	mgrCluster, err := rulesOf("config/agent/agent.yaml", "ClusterRole")
 	if err != nil {
 		return nil, err
 	}
-	mgrNamespaced, err := rulesOf("config/agent/agent.yaml", "Role")
+	mgrRelease, err := rulesOf("config/agent/agent.yaml", "Role")
+	if err != nil {
+		return nil, err
+	}
+	policyRules, err := admissionPolicyRules()
+	if err != nil {
+		return nil, err
+	}
+	opNamespaced, opCluster, err := splitByScope(slices.Concat(rules.workload, rules.operatorNamespace, policyRules, metricsAuth))
+	if err != nil {
+		return nil, err
+	}
+	mgrNamespaced, mgrClusterScoped, err := splitByScope(slices.Concat(mgrCluster, mgrRelease))
 	if err != nil {
 		return nil, err
 	}
@@ -801,14 +849,19 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 						{Name: opDep.Name, Label: opDep.Labels, Spec: opDep.Spec},
 						{Name: mgrDep.Name, Label: mgrDep.Labels, Spec: mgrDep.Spec},
 					},
+					// OLM binds clusterPermissions cluster-wide in every install mode, and permissions
+					// in the operator namespace plus each target namespace (cluster-wide only under an
+					// AllNamespaces OperatorGroup): every namespaced rule is a permission, so an
+					// OperatorGroup that targets namespaces grants nothing beyond them (docs/rbac.md).
+					// The Secret writes (pull-Secret copies) are in neither: under AllNamespaces OLM would
+					// grant them cluster-wide. The bundle ships nexo-operator-secret-copies for an admin to
+					// bind per namespace.
 					ClusterPermissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
-						// The Secret writes (pull-Secret copies) are not here: OLM would grant them cluster-wide.
-						// The bundle ships the nexo-operator-secret-copies ClusterRole for an admin to bind per namespace.
-						{ServiceAccountName: "nexo-operator", Rules: append(append(slices.Clone(rules.workload), admissionPolicyRules...), metricsAuth...)},
-						{ServiceAccountName: "nexo-manager", Rules: mgrCluster},
+						{ServiceAccountName: "nexo-operator", Rules: opCluster},
+						{ServiceAccountName: "nexo-manager", Rules: mgrClusterScoped},
 					},
 					Permissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
-						{ServiceAccountName: "nexo-operator", Rules: rules.operatorNamespace},
+						{ServiceAccountName: "nexo-operator", Rules: opNamespaced},
 						{ServiceAccountName: "nexo-manager", Rules: mgrNamespaced},
 					},
 				},
@@ -818,6 +871,40 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 		},
 	}
 	return csv, nil
+}
+
+// clusterScoped are the cluster-scoped resources the product's rules name. A CSV rule on them
+// must be a clusterPermission; every other rule is a namespaced permission.
+var clusterScoped = map[string]bool{
+	"nodes": true, "namespaces": true, "customresourcedefinitions": true,
+	"tokenreviews": true, "subjectaccessreviews": true,
+	"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true,
+}
+
+// splitByScope sorts rules into namespaced and cluster-scoped ones (non-resource URLs are
+// cluster-scoped). Equal namespaced rules are merged, since the operator's release-namespace
+// Role repeats some of its watched rules. A rule that mixes both scopes is an error: split it
+// at its source.
+func splitByScope(rules []rbacv1.PolicyRule) (namespaced, cluster []rbacv1.PolicyRule, err error) {
+	for _, r := range rules {
+		n := 0
+		for _, res := range r.Resources {
+			if clusterScoped[res] {
+				n++
+			}
+		}
+		switch {
+		case len(r.NonResourceURLs) > 0 || (n == len(r.Resources) && n > 0):
+			cluster = append(cluster, r)
+		case n == 0:
+			if !slices.ContainsFunc(namespaced, func(x rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(x, r) }) {
+				namespaced = append(namespaced, r)
+			}
+		default:
+			return nil, nil, fmt.Errorf("rule %v mixes cluster-scoped and namespaced resources; split it where it is written", r.Resources)
+		}
+	}
+	return namespaced, cluster, nil
 }
 
 // almExamples is the JSON array of the samples, in catalog order.

@@ -97,7 +97,7 @@ func TestEffectivePermissionsMatchTheDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := docRules(t)
+	rules := docRules(t, "The rules")
 	resources := servedResources(t, cs)
 	for _, in := range []install{namespaced, wide} {
 		for _, who := range []string{"operator", "manager"} {
