@@ -66,7 +66,14 @@ cluster-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kub
 
 .PHONY: test
 test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
-	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v /test/reliability)
+	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v -e /test/reliability -e /test/olm)
+
+# Real OLM, built once per machine from the snapshot in OLM_TOOLS (12-30 minutes cold).
+OLM_TOOLS ?= $(CURDIR)/../shared/tools/olm
+
+.PHONY: test-olm
+test-olm: cluster-tools ## Install the bundle through real OLM in the AllNamespaces, OwnNamespace and SingleNamespace modes; check a signed deploy and the effective RBAC (docs/rbac.md).
+	NEXO_TEST_BIN=$(BIN) OLM_TOOLS=$(OLM_TOOLS) go test -count=1 -timeout 40m -v -run TestInstallModes ./test/olm/
 
 # Fuzz targets (package:target); their seed corpora (f.Add and testdata/fuzz) also run in make test.
 FUZZ_TARGETS := signature:FuzzSignVerify license:FuzzParse connecttoken:FuzzParse manifest:FuzzRead controlplane:FuzzRequests preflight:FuzzOffline \

@@ -34,6 +34,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/internal/operator"
+	"github.com/nexo-io/nexo-edge/internal/rbacdoc"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
 	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/protocol"
@@ -97,8 +98,14 @@ func TestEffectivePermissionsMatchTheDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := docRules(t, "The rules")
-	resources := servedResources(t, cs)
+	rules, err := rbacdoc.Rules("The rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources, err := rbacdoc.ServedResources(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, in := range []install{namespaced, wide} {
 		for _, who := range []string{"operator", "manager"} {
 			t.Run(in.release+"/"+who, func(t *testing.T) { checkMatrix(t, cs, rules, in, who, resources) })

@@ -1,0 +1,443 @@
+// Package olm_test installs the bundle through real OLM (the upstream olm and catalog operators,
+// built from the snapshot the OLM_TOOLS folder holds) on the full local cluster, once per install
+// mode: AllNamespaces, OwnNamespace and SingleNamespace OperatorGroups. In each, the operator and
+// the Manager run as the ServiceAccounts OLM created, with the args and env OLM rendered into
+// their Deployments; a deploy signed by the reference Control Plane becomes Ready; and the
+// effective permissions of both ServiceAccounts (SubjectAccessReview) are exactly docs/rbac.md's
+// OLM table for that mode. `make test-olm` runs it (not `make test`: OLM's cold build is long).
+package olm_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/internal/rbacdoc"
+	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
+	"github.com/nexo-io/nexo-edge/license"
+	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/scheme"
+	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/wire"
+)
+
+const installNS = "nexo-system"
+
+var (
+	bins = map[string]string{} // product binaries
+	olm  string                // the folder build.sh filled: olm, catalog, fbcserve, crds/
+	// catalogAddr is the loopback address of the file-based catalog of this build's bundle.
+	catalogAddr string
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "nexo-olm-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	tools := os.Getenv("OLM_TOOLS")
+	if tools == "" {
+		tools = filepath.Join(testcluster.RepoRoot(), "..", "shared", "tools", "olm")
+	}
+	out, err := exec.Command(filepath.Join(tools, "build.sh")).Output()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build OLM from %s (set OLM_TOOLS to its folder): %v\n", tools, err)
+		return 1
+	}
+	olm = strings.TrimSpace(string(out))
+	for name, pkg := range map[string]string{"operator": "./cmd/operator", "manager": "./cmd/manager", "controlplane": "./cmd/controlplane"} {
+		bins[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", bins[name], pkg)
+		cmd.Dir = testcluster.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
+			return 1
+		}
+	}
+	// The catalog: this build's bundle, its manifests inline (no bundle image to unpack).
+	fbc := filepath.Join(dir, "catalog")
+	if out, err := exec.Command("python3", filepath.Join(tools, "fbc.py"), filepath.Join(testcluster.RepoRoot(), "bundle"), fbc).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "fbc.py: %v\n%s", err, out)
+		return 1
+	}
+	port, _ := testcluster.FreePort()
+	catalogAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	serve := exec.Command(filepath.Join(olm, "fbcserve"), "--dir", fbc, "--cache", filepath.Join(dir, "cache"), "--addr", catalogAddr)
+	logf, _ := os.Create(filepath.Join(dir, "fbcserve.log"))
+	serve.Stdout, serve.Stderr = logf, logf
+	if err := serve.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	return m.Run()
+}
+
+// mode is one OperatorGroup shape.
+type mode struct {
+	name    string
+	targets []string // the OperatorGroup's targetNamespaces; nil: all namespaces
+	deploy  string   // where the Control Plane deploys the proxy
+}
+
+func TestInstallModes(t *testing.T) {
+	for _, m := range []mode{
+		{name: "AllNamespaces", deploy: "shop"},
+		{name: "OwnNamespace", targets: []string{installNS}, deploy: installNS},
+		{name: "SingleNamespace", targets: []string{"shop"}, deploy: "shop"},
+	} {
+		t.Run(m.name, func(t *testing.T) { installAndCheck(t, m) })
+	}
+}
+
+// covers is where docs/rbac.md's OLM table says a row applies, in this mode.
+func (m mode) covers(where, ns string) bool {
+	switch where {
+	case "cluster":
+		return true
+	case "olm":
+		return m.targets == nil || ns == installNS || slices.Contains(m.targets, ns)
+	case "olm-global":
+		return m.targets == nil
+	}
+	panic("unknown where " + where)
+}
+
+func installAndCheck(t *testing.T, m mode) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name) }
+	cluster, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full,
+		CRDDirectoryPaths: []string{filepath.Join(olm, "crds")}, Nodes: []testcluster.Node{{Name: "olm-node"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	s := scheme.New()
+	_ = operatorsv1alpha1.AddToScheme(s)
+	_ = operatorsv1.AddToScheme(s)
+	k8s, err := client.New(cluster.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"olm", installNS, "shop", "elsewhere"} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// OLM's two operators, as local processes on their own loopback ports.
+	for _, name := range []string{"olm", "catalog"} {
+		args := []string{"--namespace", "olm", "--writeStatusName", ""}
+		if name == "olm" {
+			args = append(args, "--writePackageServerStatusName", "")
+		}
+		port, _ := testcluster.FreePort()
+		cmd := exec.Command(filepath.Join(olm, name), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, fmt.Sprintf("OLM_LISTEN=127.0.0.1:%d", port))
+		logf, _ := os.Create(path(name + ".log"))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logf.Close() })
+	}
+	olmLogs := func() string {
+		return "olm:\n" + testcluster.Tail(path("olm.log"), 15) + "\ncatalog:\n" + testcluster.Tail(path("catalog.log"), 15)
+	}
+
+	cs := &operatorsv1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "nexo-edge", Namespace: "olm"},
+		Spec: operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc, Address: catalogAddr, DisplayName: "Nexo Edge"}}
+	if err := k8s.Create(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the CatalogSource is READY", 2*time.Minute, olmLogs, func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(cs), cs); err != nil || cs.Status.GRPCConnectionState == nil {
+			return false, fmt.Sprint(err)
+		}
+		return cs.Status.GRPCConnectionState.LastObservedState == "READY", cs.Status.GRPCConnectionState.LastObservedState
+	})
+
+	// The reference Control Plane and an environment.
+	cp, cpURL, envID := controlPlane(t, dir)
+
+	og := &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "nexo-edge", Namespace: installNS},
+		Spec: operatorsv1.OperatorGroupSpec{TargetNamespaces: m.targets}}
+	sub := &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: installNS},
+		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: "nexo-edge", CatalogSourceNamespace: "olm", Package: "nexo-operator",
+			Channel: channel(t), InstallPlanApproval: operatorsv1alpha1.ApprovalManual,
+			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
+				{Name: "NEXO_CONTROL_PLANE_URL", Value: cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: envID}}}}}
+	for _, o := range []client.Object{og, sub} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll(t, "an InstallPlan to approve", 2*time.Minute, olmLogs, func() (bool, string) {
+		var plans operatorsv1alpha1.InstallPlanList
+		if err := k8s.List(ctx, &plans, client.InNamespace(installNS)); err != nil || len(plans.Items) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		p := &plans.Items[0]
+		if !p.Spec.Approved {
+			p.Spec.Approved = true
+			if err := k8s.Update(ctx, p); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	poll(t, "the CSV Succeeds", 4*time.Minute, olmLogs, func() (bool, string) {
+		var csvs operatorsv1alpha1.ClusterServiceVersionList
+		if err := k8s.List(ctx, &csvs, client.InNamespace(installNS)); err != nil {
+			return false, err.Error()
+		}
+		for i := range csvs.Items {
+			if csvs.Items[i].Status.Reason != operatorsv1alpha1.CSVReasonCopied {
+				*csv = csvs.Items[i]
+				return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message)
+			}
+		}
+		return false, "no CSV yet"
+	})
+
+	// The customer's pieces: the connect token (outside OLM, as for every install path) and a
+	// license signed by a test license authority.
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: installNS},
+		Data: map[string][]byte{wire.ConnectTokenKey: must(os.ReadFile(path("connect-token")))}}); err != nil {
+		t.Fatal(err)
+	}
+	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
+	_ = os.WriteFile(path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
+	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, vendorKey)
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: m.deploy},
+		Data: map[string][]byte{"license": []byte(doc)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The operator and the Manager as OLM rendered them, authenticated as OLM's ServiceAccounts.
+	start := func(name, binary string, extra ...string) *testinstall.LocalPod {
+		t.Helper()
+		podDir := path(name)
+		_ = os.MkdirAll(podDir, 0o700)
+		p, err := testinstall.RunDeployment(ctx, cluster.Config, installNS, name, testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		if err := p.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, tail(p.Logs(), 30))
+		}
+		return p
+	}
+	op := start(wire.OperatorName, bins["operator"], "--license-public-key="+path("license-authority.pem"))
+	mgr := start(wire.ManagerName, bins["manager"])
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("operator:\n%s\nManager:\n%s\n%s", tail(op.Logs(), 30), tail(mgr.Logs(), 30), olmLogs())
+		}
+	})
+	// A signed deploy becomes Ready.
+	graphFile := path("graph.yaml")
+	_ = os.WriteFile(graphFile, []byte(strings.ReplaceAll(graph, "namespace: shop", "namespace: "+m.deploy)), 0o644)
+	cp("command", "deploy", envID, "-f", graphFile, "--namespace", m.deploy)
+	proxy := &nexov1alpha1.NexoProxy{}
+	poll(t, "the deployed proxy is Ready", 3*time.Minute, olmLogs, func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: m.deploy, Name: "orders-proxy"}, proxy); err != nil {
+			return false, err.Error()
+		}
+		return proxy.Status.Phase == nexov1alpha1.ProxyReady && proxy.Status.ReadyReplicas == 1, fmt.Sprintf("phase %s, conditions %v", proxy.Status.Phase, proxy.Status.Conditions)
+	})
+
+	// Outside the OperatorGroup the Manager deploys nothing: its ack names the namespaces it serves.
+	if m.targets != nil {
+		_ = os.WriteFile(graphFile, []byte(strings.ReplaceAll(graph, "namespace: shop", "namespace: elsewhere")), 0o644)
+		printed := cp("command", "deploy", envID, "-f", graphFile, "--namespace", "elsewhere")
+		id := regexp.MustCompile(`queued deploy (\S+)`).FindStringSubmatch(printed)
+		if id == nil {
+			t.Fatalf("no command id in %q", printed)
+		}
+		poll(t, "the deploy outside the target namespaces is refused", time.Minute, olmLogs, func() (bool, string) {
+			var v controlplane.EnvironmentView
+			if err := json.Unmarshal([]byte(cp("env", "show", envID)), &v); err != nil {
+				return false, err.Error()
+			}
+			for _, c := range v.Commands {
+				if c.ID == id[1] {
+					return c.Status == string(protocol.Failed) && strings.Contains(c.Message, "this installation serves only "+strings.Join(m.targets, ", ")), fmt.Sprintf("%s: %s", c.Status, c.Message)
+				}
+			}
+			return false, "command not listed"
+		})
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: "elsewhere", Name: "orders-proxy"}, &nexov1alpha1.NexoProxy{}); err == nil {
+			t.Error("a proxy was created outside the OperatorGroup's target namespaces")
+		}
+	}
+
+	// Effective permissions: exactly docs/rbac.md's OLM table, for this mode.
+	rules, err := rbacdoc.Rules("OLM")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcs := kubernetes.NewForConfigOrDie(cluster.Config)
+	resources, err := rbacdoc.ServedResources(kcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"operator", "manager"} {
+		failures, n := rbacdoc.Check(ctx, kcs, rules, m.covers, rbacdoc.Subject{Who: who, Namespace: installNS, Name: "nexo-" + who},
+			resources, []string{installNS, "shop", "elsewhere"})
+		for _, f := range failures {
+			t.Errorf("%s: %s", m.name, f)
+		}
+		t.Logf("%s %s: %d SubjectAccessReviews, %d differences from docs/rbac.md", m.name, who, n, len(failures))
+	}
+}
+
+// controlPlane starts the reference Control Plane with an environment whose connect token is
+// in dir/connect-token; it returns a runner for its admin CLI, its URL and the environment id.
+func controlPlane(t *testing.T, dir string) (func(args ...string) string, string, string) {
+	t.Helper()
+	path := func(name string) string { return filepath.Join(dir, name) }
+	if out, err := exec.Command(bins["controlplane"], "keygen", "--out", path("cp.key")).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	_ = os.WriteFile(path("admin-token"), []byte("olm-admin-token-0123456789"), 0o600)
+	port, _ := testcluster.FreePort()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	logf, _ := os.Create(path("controlplane.log"))
+	serve := exec.Command(bins["controlplane"], "serve", "--db", path("cp.db"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--signing-key", path("cp.key"), "--admin-token-file", path("admin-token"), "--heartbeat-interval", "1s")
+	serve.Stdout, serve.Stderr = logf, logf
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = serve.Process.Kill(); _ = serve.Wait(); _ = logf.Close() })
+	cp := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bins["controlplane"], append([]string{"--server", url, "--admin-token-file", path("admin-token")}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("controlplane %s: %v\n%s\nlog:\n%s", strings.Join(args, " "), err, out, testcluster.Tail(path("controlplane.log"), 20))
+		}
+		return string(out)
+	}
+	poll(t, "the Control Plane answers", 30*time.Second, nil, func() (bool, string) {
+		resp, err := http.Get(url + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	created := cp("env", "create", "olm", "--token-out", path("connect-token"))
+	return cp, url, regexp.MustCompile(`environment (\S+) `).FindStringSubmatch(created)[1]
+}
+
+// channel is the bundle's default channel.
+func channel(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testcluster.RepoRoot(), "bundle", "metadata", "annotations.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`channel\.default\.v1: (\S+)`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("bundle/metadata/annotations.yaml names no default channel")
+	}
+	return string(m[1])
+}
+
+// The graph the Control Plane deploys: a router, a profile, the customer's license and a proxy.
+const graph = `apiVersion: nexo.io/v1alpha1
+kind: NexoDeploymentProfile
+metadata: {name: standard, namespace: shop}
+spec:
+  images: {ingress: registry.example.com/nexo/ingress:0.2.0, egress: registry.example.com/nexo/egress:0.2.0}
+  defaults: {replicas: 1}
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoRouter
+metadata: {name: by-database, namespace: shop}
+spec:
+  targets: [{name: primary, address: "mongo-0.mongo.db.svc:27017"}]
+  defaultTarget: primary
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoLicense
+metadata: {name: acme, namespace: shop}
+spec:
+  secretRef: {name: acme-license, key: license}
+  expectedLicensee: Acme Corp
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoPipeline
+metadata: {name: orders, namespace: shop}
+spec:
+  router: {kind: NexoRouter, name: by-database}
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoProxy
+metadata: {name: orders-proxy, namespace: shop}
+spec:
+  pipelineRef: {name: orders}
+  upstream: {name: primary, address: "mongo-0.mongo.db.svc:27017"}
+  profileRef: {name: standard}
+  licenseRef: {name: acme}
+`
+
+func poll(t *testing.T, what string, timeout time.Duration, logs func() string, f func() (bool, string)) {
+	t.Helper()
+	last := ""
+	if err := wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, detail := f()
+		last = detail
+		return ok, nil
+	}); err != nil {
+		more := ""
+		if logs != nil {
+			more = "\n" + logs()
+		}
+		t.Fatalf("%s: not within %s; last: %s%s", what, timeout, last, more)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
