@@ -10,8 +10,8 @@ package olm_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
