@@ -75,12 +75,17 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* imagePullSecrets as Kubernetes has them ([{name: x}]); plain names are accepted too. */}}
+{{/* imagePullSecrets as Kubernetes has them ([{name: x}]; plain names are accepted too), from
+     imagePullSecrets and global.imagePullSecrets, each name once. */}}
 {{- define "nexo.imagePullSecrets" -}}
-{{- with .Values.imagePullSecrets }}
+{{- $names := list }}
+{{- range concat (.Values.imagePullSecrets | default list) (dig "imagePullSecrets" list (.Values.global | default dict)) }}
+{{- $names = append $names (ternary . (get (kindIs "map" . | ternary . dict) "name") (kindIs "string" .)) }}
+{{- end }}
+{{- with uniq $names }}
 imagePullSecrets:
 {{- range . }}
-- name: {{ if kindIs "string" . }}{{ . }}{{ else }}{{ .name }}{{ end }}
+- name: {{ . }}
 {{- end }}
 {{- end }}
 {{- end -}}
