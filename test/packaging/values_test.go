@@ -122,14 +122,14 @@ func TestChartValuesDoWhatTheySay(t *testing.T) {
 	for name, c := range map[string]struct{ values, want string }{
 		"duplicate watched namespaces": {"operator: {watchNamespaces: [shop, shop]}\n", "/operator/watchNamespaces"},
 		"duplicate copy namespaces":    {"operator: {secretCopyNamespaces: [shop, shop]}\n", "/operator/secretCopyNamespaces"},
-		"the chart's own annotation":   {"operator: {podAnnotations: {checksum/config: x}}\n", "/operator/podAnnotations"},
-		"the Manager's selector label": {"manager: {podLabels: {app.kubernetes.io/name: x}}\n", "/manager/podLabels"},
+		"the chart's own annotation":   {"operator: {podAnnotations: {checksum/config: x}}\n", "invalid propertyName 'checksum/config'"},
+		"the Manager's selector label": {"manager: {podLabels: {app.kubernetes.io/name: x}}\n", "invalid propertyName 'app.kubernetes.io/name'"},
 		"an unknown global":            {"global: {imagePullSecrets: [\"Bad Name\"]}\n", "/global/imagePullSecrets"},
 	} {
 		t.Run("refused: "+name, func(t *testing.T) {
 			_, err := render(t, c.values)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("want a schema error at %s, got %v", c.want, err)
+				t.Errorf("want a schema error naming %s, got %v", c.want, err)
 			}
 		})
 	}
