@@ -79,13 +79,17 @@ func TestNoProductIdentityMintsCredentials(t *testing.T) {
 	_ = admin.Delete(ctx, copySecret)
 
 	// The Manager, even given the RBAC by a careless admin, is refused by admission.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "careless-secret-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}}}
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "careless-secret-writer"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: testinstall.Namespace, Name: wire.ManagerName}}}
-	if err := admin.Create(ctx, rb); err != nil {
-		t.Fatal(err)
+	for _, o := range []client.Object{role, rb} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = admin.Delete(ctx, o) }()
 	}
-	defer func() { _ = admin.Delete(ctx, rb) }()
 	if pollErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		err = mgr.Create(ctx, tokenSecret("elsewhere", "minted-by-manager", "default"))
 		return !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot create resource"), nil // wait out RBAC propagation
