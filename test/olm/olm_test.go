@@ -228,7 +228,18 @@ func installAndCheck(t *testing.T, m mode) {
 				return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message)
 			}
 		}
-		return false, "no CSV yet"
+		var plans operatorsv1alpha1.InstallPlanList
+		_ = k8s.List(ctx, &plans, client.InNamespace(installNS))
+		detail := "no CSV yet"
+		for _, p := range plans.Items {
+			detail += fmt.Sprintf("; InstallPlan %s %s %v", p.Name, p.Status.Phase, p.Status.Conditions)
+			for _, st := range p.Status.Plan {
+				if st.Status != operatorsv1alpha1.StepStatusCreated && st.Status != operatorsv1alpha1.StepStatusPresent {
+					detail += fmt.Sprintf("; step %s %s: %s", st.Resource.Kind, st.Resource.Name, st.Status)
+				}
+			}
+		}
+		return false, detail
 	})
 
 	// The customer's pieces: the connect token (outside OLM, as for every install path) and a
