@@ -1,7 +1,16 @@
-// Package admission embeds the ValidatingAdmissionPolicies of an installation, so the operator
-// can apply them where an installer cannot ship them (OLM bundles carry no admission policies):
-// managed-objects.yaml reserves Control-Plane-managed Nexo objects to the Manager, and
-// no-token-secrets.yaml keeps the product's identities from minting ServiceAccount tokens.
+// Package admission holds the ValidatingAdmissionPolicies of Nexo Edge, so the chart and
+// kustomize ship them and the operator can apply them where an installer cannot (OLM bundles
+// carry no admission policies):
+//
+//   - managed-objects.yaml: the cluster's one nexo-managed-objects policy, which reserves
+//     Control-Plane-managed Nexo objects to the Manager of the installation serving their
+//     namespace. It names no installation: each binds it once with its own parameters
+//     (Installation), so several installations share a cluster with no edit.
+//   - no-token-secrets.yaml: nexo-no-token-secrets and its binding, which keep every
+//     installation's operator and Manager from minting ServiceAccount tokens.
+//
+// Shared objects are the same for every installation and version-for-version identical, so any
+// installation may apply them.
 package admission
 
 import (
@@ -10,6 +19,8 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -20,38 +31,77 @@ var (
 	noTokenSecretsYAML string
 )
 
-// Files are the policy files, each a ValidatingAdmissionPolicy then its binding; the chart's
-// templates are generated from them.
+// Files are the shared policy files, by name; the chart's templates are generated from them.
 var Files = map[string]string{"managed-objects.yaml": managedObjectsYAML, "no-token-secrets.yaml": noTokenSecretsYAML}
 
-// ManagerUser is the username the policies admit as the Manager, for an install in nexo-system.
-const ManagerUser = "system:serviceaccount:nexo-system:nexo-manager"
+const (
+	// ManagedObjectsPolicy is the policy each installation binds.
+	ManagedObjectsPolicy = "nexo-managed-objects"
+	// ParamsName is the ConfigMap, in an installation's namespace, that parameterizes its binding.
+	ParamsName = "nexo-admission"
+	// AllNamespaces is the namespaces parameter of an installation that serves every namespace.
+	AllNamespaces = "*"
+	partOf        = "nexo-edge"
+)
 
-// Pair is one policy and its binding.
-type Pair struct {
-	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
-	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+// BindingName is the name of the binding of the installation in namespace.
+func BindingName(namespace string) string { return ManagedObjectsPolicy + "-" + namespace }
+
+// Shared returns the policies and bindings that are the same for every installation.
+func Shared() ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	var policies []*admissionregistrationv1.ValidatingAdmissionPolicy
+	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for _, src := range []string{managedObjectsYAML, noTokenSecretsYAML} {
+		for _, doc := range strings.Split(src, "\n---\n") {
+			var meta metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				return nil, nil, err
+			}
+			switch meta.Kind {
+			case "ValidatingAdmissionPolicy":
+				p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+				if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
+					return nil, nil, err
+				}
+				policies = append(policies, p)
+			case "ValidatingAdmissionPolicyBinding":
+				b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+				if err := yaml.UnmarshalStrict([]byte(doc), b); err != nil {
+					return nil, nil, err
+				}
+				bindings = append(bindings, b)
+			default:
+				return nil, nil, fmt.Errorf("admission: unexpected document kind %q", meta.Kind)
+			}
+		}
+	}
+	return policies, bindings, nil
 }
 
-// Policies returns every policy with its binding, admitting the nexo-manager ServiceAccount of
-// namespace as the Manager.
-func Policies(namespace string) ([]Pair, error) {
-	var out []Pair
-	for _, src := range []string{managedObjectsYAML, noTokenSecretsYAML} {
-		docs := strings.Split(strings.ReplaceAll(src, ManagerUser, "system:serviceaccount:"+namespace+":nexo-manager"), "\n---\n")
-		if len(docs) != 2 {
-			return nil, fmt.Errorf("admission: want a policy and its binding, found %d documents", len(docs))
-		}
-		p := Pair{Policy: &admissionregistrationv1.ValidatingAdmissionPolicy{}, Binding: &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}}
-		if err := yaml.UnmarshalStrict([]byte(docs[0]), p.Policy); err != nil {
-			return nil, err
-		}
-		if err := yaml.UnmarshalStrict([]byte(docs[1]), p.Binding); err != nil {
-			return nil, err
-		}
-		p.Policy.APIVersion, p.Policy.Kind = "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"
-		p.Binding.APIVersion, p.Binding.Kind = "admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"
-		out = append(out, p)
+// Installation returns the binding and the parameters of the installation in namespace, whose
+// Manager is that namespace's nexo-manager ServiceAccount and which serves the watched
+// namespaces (all when none). The binding never changes for a namespace; the parameters follow
+// the watched namespaces. A missing parameters ConfigMap denies (the binding fails closed).
+func Installation(namespace string, watched []string) (*admissionregistrationv1.ValidatingAdmissionPolicyBinding, *corev1.ConfigMap) {
+	labels := map[string]string{"app.kubernetes.io/part-of": partOf}
+	deny := admissionregistrationv1.DenyAction
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: BindingName(namespace), Labels: labels},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        ManagedObjectsPolicy,
+			ParamRef:          &admissionregistrationv1.ParamRef{Name: ParamsName, Namespace: namespace, ParameterNotFoundAction: &deny},
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
 	}
-	return out, nil
+	scope := strings.Join(watched, ",")
+	if scope == "" {
+		scope = AllNamespaces
+	}
+	params := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: ParamsName, Namespace: namespace, Labels: labels},
+		Data:       map[string]string{"manager": "system:serviceaccount:" + namespace + ":nexo-manager", "namespaces": scope},
+	}
+	return binding, params
 }

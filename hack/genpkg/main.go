@@ -218,47 +218,100 @@ rules:
 	return strings.Join(parts, "---\n"), nil
 }
 
-// chartAdmissionPolicies writes templates/admission-policy.yaml from config/admission's files,
-// with the release namespace's Manager and the chart's labels.
+// chartAdmissionPolicies writes templates/admission-policy.yaml: the shared policies of
+// config/admission, each rendered only when no other release owns it (one cluster, several
+// installations; kept on uninstall, since the others use it), then this release's binding and
+// parameters, built by admission.Installation.
 func chartAdmissionPolicies(chartDir string) error {
-	const managerUser = "system:serviceaccount:nexo-system:nexo-manager"
 	// The chart's own labels replace the kustomize source's part-of label (they include it).
 	const partOf = "\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\n"
 	var bodies []string
 	for _, name := range slices.Sorted(maps.Keys(admission.Files)) {
-		policy := admission.Files[name]
-		if strings.Contains(policy, "{{") {
+		src := admission.Files[name]
+		if strings.Contains(src, "{{") {
 			return fmt.Errorf("config/admission/%s must contain no '{{'", name)
 		}
-		if strings.Count(policy, partOf) != 2 {
-			return fmt.Errorf("config/admission/%s: want both objects labelled exactly app.kubernetes.io/part-of: nexo-edge", name)
+		for _, doc := range strings.Split(src, "\n---\n") {
+			var meta struct {
+				Kind     string `json:"kind"`
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				return err
+			}
+			if strings.Count(doc, partOf) != 1 {
+				return fmt.Errorf("config/admission/%s: want %s labelled exactly app.kubernetes.io/part-of: nexo-edge", name, meta.Metadata.Name)
+			}
+			body := strings.Replace(doc, partOf, "\n  labels:\n"+chartLabels+"  annotations:\n    helm.sh/resource-policy: keep\n", 1)
+			bodies = append(bodies, fmt.Sprintf("{{- if include \"nexo.mayOwn\" (list . %q %q) }}\n%s\n{{- end }}\n",
+				meta.Kind, meta.Metadata.Name, strings.TrimSpace(body)))
 		}
-		body := strings.ReplaceAll(policy, partOf, "\n  labels:\n"+chartLabels)
-		bodies = append(bodies, strings.ReplaceAll(body, managerUser, "system:serviceaccount:{{ .Release.Namespace }}:nexo-manager"))
 	}
-	vap := generatedHeader + "{{- if .Values.admissionPolicy.enabled }}\n" + strings.Join(bodies, "---\n") + "{{- end }}\n"
-	return os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644)
+	const nsToken, scopeToken = "RELEASE-NAMESPACE", "WATCHED-NAMESPACES"
+	binding, params := admission.Installation(nsToken, []string{scopeToken})
+	for _, o := range []any{binding, params} {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		body := strings.Replace(strings.Replace(string(b), "  creationTimestamp: null\n", "", 1), partOf[1:], "  labels:\n"+chartLabels, 1)
+		body = strings.ReplaceAll(body, "namespaces: "+scopeToken, "namespaces: {{ include \"nexo.admissionScope\" . | quote }}")
+		body = strings.ReplaceAll(body, nsToken, "{{ .Release.Namespace }}")
+		if strings.Contains(body, scopeToken) || !strings.Contains(body, "{{ .Release.Namespace }}") {
+			return fmt.Errorf("admission.Installation: the chart template did not take the release namespace and scope:\n%s", body)
+		}
+		bodies = append(bodies, body)
+	}
+	vap := generatedHeader + "# One nexo-managed-objects policy per cluster, bound once per installation with its own parameters\n" +
+		"# (docs/security.md, \"Admission\").\n{{- if .Values.admissionPolicy.enabled }}\n" + strings.Join(bodies, "---\n") + "{{- end }}\n"
+	if err := os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644); err != nil {
+		return err
+	}
+	return nil
 }
 
-// admissionPolicyRules let the operator of an OLM install apply the installation's admission
-// policies (--ensure-admission-policy): create, then get and patch only those policies and
-// bindings, by name.
+// kustomizeAdmissionInstallation writes config/admission/installation.yaml: the nexo-system
+// installation's binding and parameters (all namespaces; config/namespaced narrows them).
+func kustomizeAdmissionInstallation() error {
+	binding, params := admission.Installation("nexo-system", nil)
+	out := generatedHeader + "# This installation's binding of the nexo-managed-objects policy, and its parameters: its Manager\n" +
+		"# and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n"
+	for i, o := range []any{params, binding} {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			out += "---\n"
+		}
+		out += strings.Replace(string(b), "  creationTimestamp: null\n", "", 1)
+	}
+	return os.WriteFile("config/admission/installation.yaml", []byte(out), 0o644)
+}
+
+// admissionPolicyRules let the operator of an OLM install apply the admission policies
+// (--ensure-admission-policy): create them, read them, and patch only the shared ones, by name.
+// Its own binding it only creates (its name holds the install namespace, unknown here).
 func admissionPolicyRules() ([]rbacv1.PolicyRule, error) {
-	pairs, err := admission.Policies("nexo-system")
+	policies, bindings, err := admission.Shared()
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, p := range pairs {
-		names = append(names, p.Policy.Name)
-		if p.Binding.Name != p.Policy.Name {
-			return nil, fmt.Errorf("admission: binding %s must be named as its policy %s (the CSV grants both by one name)", p.Binding.Name, p.Policy.Name)
+	for _, p := range policies {
+		names = append(names, p.Name)
+	}
+	for _, b := range bindings {
+		if !slices.Contains(names, b.Name) {
+			names = append(names, b.Name)
 		}
 	}
 	resources := []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, Verbs: []string{"create"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, ResourceNames: names, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, Verbs: []string{"create", "get"}},
+		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, ResourceNames: names, Verbs: []string{"patch"}},
 	}, nil
 }
 
@@ -365,6 +418,9 @@ rules:
 		return err
 	}
 	if err := chartAdmissionPolicies(chartDir); err != nil {
+		return err
+	}
+	if err := kustomizeAdmissionInstallation(); err != nil {
 		return err
 	}
 	chartYAML := generatedHeader + `apiVersion: v2

@@ -2,51 +2,78 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"github.com/nexo-io/nexo-edge/config/admission"
 	"github.com/nexo-io/nexo-edge/controllers"
 )
 
-// admissionPolicyApplier applies the installation's admission policies and their bindings
-// (config/admission) once the operator leads, admitting the nexo-manager ServiceAccount of the
-// operator's namespace. The
-// policy then lives in the API server, so it holds while the operator is down. A failure (the
-// RBAC for it missing, say) is logged and retried with backoff; it never stops reconciliation.
-func admissionPolicyApplier(c client.Client, namespace string) manager.RunnableFunc {
+// admissionPolicyApplier applies the admission policies (config/admission) once the operator
+// leads: the shared ones, and this installation's binding and parameters, admitting the
+// nexo-manager ServiceAccount of the operator's namespace for the watched namespaces. The
+// policies then live in the API server, so they hold while the operator is down. A failure
+// (the RBAC for it missing, say) is logged and retried with backoff; it never stops
+// reconciliation.
+func admissionPolicyApplier(c client.Client, namespace string, watched []string) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		log := ctrl.Log.WithName("admission-policy")
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
 		_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-			if err := ApplyAdmissionPolicy(ctx, c, namespace); err != nil {
+			if err := ApplyAdmissionPolicy(ctx, c, namespace, watched); err != nil {
 				log.Error(err, "cannot apply the admission policies; retrying")
 				return false, nil
 			}
-			log.Info("admission policies applied", "manager", "system:serviceaccount:"+namespace+":nexo-manager")
+			log.Info("admission policies applied", "manager", "system:serviceaccount:"+namespace+":nexo-manager", "namespaces", watched)
 			return true, nil
 		})
 		return nil
 	}
 }
 
-// ApplyAdmissionPolicy server-side applies every policy and its binding once, admitting the
-// nexo-manager ServiceAccount of namespace.
-func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string) error {
-	pairs, err := admission.Policies(namespace)
+// ApplyAdmissionPolicy server-side applies the shared policies and bindings and this
+// installation's parameters, then creates its binding. The binding is only ever created (the
+// operator may patch no binding but the shared ones, whose names are fixed): one that exists with
+// another spec is reported, for an admin to delete so the operator recreates it. c must read
+// from the API server, not a cache.
+func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string, watched []string) error {
+	policies, bindings, err := admission.Shared()
 	if err != nil {
 		return err
 	}
-	for _, p := range pairs {
-		for _, o := range []client.Object{p.Policy, p.Binding} {
-			if err := c.Patch(ctx, o, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
-				return err
-			}
+	binding, params := admission.Installation(namespace, watched)
+	var apply []client.Object
+	for _, p := range policies {
+		apply = append(apply, p)
+	}
+	for _, b := range bindings {
+		apply = append(apply, b)
+	}
+	apply = append(apply, params) // before the binding: without its parameters it denies
+	for _, o := range apply {
+		if err := c.Patch(ctx, o, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
+			return err
 		}
+	}
+	err = c.Create(ctx, binding.DeepCopy())
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	have := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(binding), have); err != nil {
+		return err
+	}
+	if !apiequality.Semantic.DeepDerivative(binding.Spec, have.Spec) {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s exists with another spec; delete it and the operator recreates it", binding.Name)
 	}
 	return nil
 }

@@ -179,7 +179,11 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		return nil, nil, err
 	}
 	if cfg.EnsureAdmissionPolicy {
-		if err := mgr.Add(admissionPolicyApplier(mgr.GetClient(), cfg.OperatorNamespace)); err != nil {
+		direct, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := mgr.Add(admissionPolicyApplier(direct, cfg.OperatorNamespace, cfg.WatchNamespaces)); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -202,20 +202,30 @@ func installAndCheck(t *testing.T, m mode) {
 			t.Fatal(err)
 		}
 	}
-	poll(t, "an InstallPlan to approve", 2*time.Minute, olmLogs, func() (bool, string) {
-		var plans operatorsv1alpha1.InstallPlanList
-		if err := k8s.List(ctx, &plans, client.InNamespace(installNS)); err != nil || len(plans.Items) == 0 {
-			return false, fmt.Sprint(err)
+	// Approve the InstallPlan the Subscription names. The catalog operator may replace a plan
+	// it made a moment before (an update conflict), so approve whichever one it names now.
+	approve := func() string {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil || sub.Status.InstallPlanRef == nil {
+			return fmt.Sprint("no InstallPlan named yet ", err)
 		}
-		p := &plans.Items[0]
+		p := &operatorsv1alpha1.InstallPlan{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: sub.Status.InstallPlanRef.Name}, p); err != nil {
+			return err.Error()
+		}
 		if !p.Spec.Approved {
 			p.Spec.Approved = true
 			if err := k8s.Update(ctx, p); err != nil {
-				return false, err.Error()
+				return err.Error()
 			}
 		}
-		return true, ""
-	})
+		detail := fmt.Sprintf("InstallPlan %s %s", p.Name, p.Status.Phase)
+		for _, st := range p.Status.Plan {
+			if st.Status != operatorsv1alpha1.StepStatusCreated && st.Status != operatorsv1alpha1.StepStatusPresent {
+				detail += fmt.Sprintf("; step %s %s: %s", st.Resource.Kind, st.Resource.Name, st.Status)
+			}
+		}
+		return detail
+	}
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	poll(t, "the CSV Succeeds", 4*time.Minute, olmLogs, func() (bool, string) {
 		var csvs operatorsv1alpha1.ClusterServiceVersionList
@@ -228,17 +238,7 @@ func installAndCheck(t *testing.T, m mode) {
 				return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message)
 			}
 		}
-		var plans operatorsv1alpha1.InstallPlanList
-		_ = k8s.List(ctx, &plans, client.InNamespace(installNS))
-		detail := "no CSV yet"
-		for _, p := range plans.Items {
-			detail += fmt.Sprintf("; InstallPlan %s %s %v", p.Name, p.Status.Phase, p.Status.Conditions)
-			for _, st := range p.Status.Plan {
-				if st.Status != operatorsv1alpha1.StepStatusCreated && st.Status != operatorsv1alpha1.StepStatusPresent {
-					detail += fmt.Sprintf("; step %s %s: %s", st.Resource.Kind, st.Resource.Name, st.Status)
-				}
-			}
-		}
+		detail := "no CSV yet; " + approve()
 		return false, detail
 	})
 

@@ -50,6 +50,9 @@ var (
 	// namespaces, with pull-Secret copies allowed in shop.
 	namespaced = install{release: testinstall.Namespace, watched: []string{"shop"}}
 	wide       = install{release: "nexo-wide", copies: []string{"shop"}}
+	// staging and prod are two environments of one cluster (TestInstallationsSideBySide).
+	staging = install{release: "nexo-staging", watched: []string{"shop-staging"}}
+	prod    = install{release: "nexo-prod", watched: []string{"shop-prod"}}
 )
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
@@ -69,7 +72,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	for _, ns := range []string{"shop", "elsewhere"} {
+	for _, ns := range []string{"shop", "elsewhere", "shop-staging", "shop-prod"} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -85,6 +88,14 @@ func run(m *testing.M) int {
 	})); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	// Two more installations side by side, each with the admission policy on (the default): they
+	// share the cluster's policy and bind it for their own namespaces.
+	for _, in := range []install{staging, prod} {
+		if err := testinstall.Chart(cluster, in.release, testinstall.Values("5747a9143000", in.watched, nil)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	return m.Run()
 }
@@ -310,48 +321,78 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	}
 }
 
-// TestOLMOperatorAppliesTheAdmissionPolicy: an OLM bundle cannot carry the policy, so the CSV
-// runs the operator with --ensure-admission-policy and grants it the rules to apply that one
-// policy. Run as a ServiceAccount holding exactly the CSV's operator clusterPermissions, the
-// operator applies it for its own namespace's Manager, and cannot touch another policy.
+// TestOLMOperatorAppliesTheAdmissionPolicy: an OLM bundle cannot carry the policies, so the CSV
+// runs the operator with --ensure-admission-policy and grants it the rules to apply them. Run as
+// a ServiceAccount holding exactly the CSV's operator rules (clusterPermissions, and permissions
+// in its namespace), the operator applies the shared policies, its installation's parameters
+// (its namespace's Manager, the namespaces it serves) and binding, and cannot change another
+// policy; a second run changes nothing, and a binding of its name with another spec is reported.
 func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	ctx := context.Background()
 	csv := loadCSV(t)
-	var rules []rbacv1.PolicyRule
+	var clusterRules, nsRules []rbacv1.PolicyRule
 	for _, p := range csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
 		if p.ServiceAccountName == "nexo-operator" {
-			rules = p.Rules
+			clusterRules = p.Rules
+		}
+	}
+	for _, p := range csv.Spec.InstallStrategy.StrategySpec.Permissions {
+		if p.ServiceAccountName == "nexo-operator" {
+			nsRules = p.Rules
 		}
 	}
 	const ns = "nexo-olm"
+	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nexo-operator", Namespace: ns}}
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: ns}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator"}, Rules: rules},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator"}, Rules: clusterRules},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "olm-nexo-operator"},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nexo-operator", Namespace: ns}}},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "olm-nexo-operator"}, Subjects: subjects},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator", Namespace: ns}, Rules: nsRules},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "olm-nexo-operator", Namespace: ns},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "olm-nexo-operator"}, Subjects: subjects},
 	} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Afterwards the chart's policy (for nexo-system's Manager) is restored for the other tests.
-	t.Cleanup(func() { _ = operator.ApplyAdmissionPolicy(ctx, admin, testinstall.Namespace) })
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nexo-managed-objects-" + ns}}
+	t.Cleanup(func() { _ = admin.Delete(ctx, binding) })
 	sa := clientFor(t, func() (*rest.Config, error) { return cluster.ServiceAccountConfig(ctx, ns, "nexo-operator") })
-	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns); err != nil {
-		t.Fatalf("applying the policy with the CSV's rules: %v", err)
+	// It serves a namespace of its own, so the other installations' tests are not affected.
+	for range 2 {
+		if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err != nil {
+			t.Fatalf("applying the policies with the CSV's rules: %v", err)
+		}
+	}
+	params := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nexo-admission"}, params); err != nil {
+		t.Fatal(err)
+	}
+	if params.Data["manager"] != "system:serviceaccount:"+ns+":nexo-manager" || params.Data["namespaces"] != "olm-proxies" {
+		t.Errorf("parameters %v, want %s's Manager serving olm-proxies", params.Data, ns)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(binding), binding); err != nil || binding.Spec.ParamRef == nil ||
+		binding.Spec.ParamRef.Namespace != ns || binding.Spec.PolicyName != "nexo-managed-objects" {
+		t.Fatalf("binding %+v (%v)", binding.Spec, err)
+	}
+	for _, name := range []string{"nexo-managed-objects", "nexo-no-token-secrets"} {
+		if err := admin.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingAdmissionPolicy{}); err != nil {
+			t.Errorf("policy %s: %v", name, err)
+		}
+	}
+	// Its binding changed by someone else: reported, not silently accepted.
+	binding.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
+	if err := admin.Update(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err == nil || !strings.Contains(err.Error(), "exists with another spec; delete it") {
+		t.Errorf("a changed binding: %v, want it reported", err)
 	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	if err := admin.Get(ctx, client.ObjectKey{Name: "nexo-managed-objects"}, policy); err != nil {
 		t.Fatal(err)
-	}
-	found := false
-	for _, v := range policy.Spec.Variables {
-		found = found || (v.Name == "isManager" && strings.Contains(v.Expression, "system:serviceaccount:"+ns+":nexo-manager"))
-	}
-	if !found {
-		t.Fatalf("policy does not admit %s's Manager: %+v", ns, policy.Spec.Variables)
 	}
 	other := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "something-else"}, Spec: *policy.Spec.DeepCopy()}
 	if err := sa.Create(ctx, other); err == nil {
@@ -360,5 +401,6 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 		if err := sa.Update(ctx, other); !apierrors.IsForbidden(err) {
 			t.Errorf("the operator could update another admission policy: %v", err)
 		}
+		_ = admin.Delete(ctx, other)
 	}
 }

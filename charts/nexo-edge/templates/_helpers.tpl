@@ -89,3 +89,20 @@ imagePullSecrets:
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* "true" when this release may render the cluster-scoped object (list $ KIND NAME) that every
+     installation shares: it does not exist yet, or this release owns it. Another release's copy
+     is left to that release (Helm would refuse to adopt it). */}}
+{{- define "nexo.mayOwn" -}}
+{{- $root := index . 0 }}
+{{- $existing := lookup "admissionregistration.k8s.io/v1" (index . 1) "" (index . 2) }}
+{{- $owner := dig "metadata" "annotations" "meta.helm.sh/release-name" "" ($existing | default dict) }}
+{{- $ownerNS := dig "metadata" "annotations" "meta.helm.sh/release-namespace" "" ($existing | default dict) }}
+{{- if or (not $existing) (and (eq $owner $root.Release.Name) (eq $ownerNS $root.Release.Namespace)) }}true{{ end }}
+{{- end -}}
+
+{{/* The namespaces this installation serves, for its admission parameters: the watched ones,
+     or "*" for all. */}}
+{{- define "nexo.admissionScope" -}}
+{{- if .Values.operator.watchNamespaces }}{{ join "," .Values.operator.watchNamespaces }}{{ else }}*{{ end }}
+{{- end -}}
