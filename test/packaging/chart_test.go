@@ -60,8 +60,10 @@ func TestChartLintAndTemplate(t *testing.T) {
 	if n := strings.Count(out, "\nkind: CustomResourceDefinition"); n != len(catalog.Kinds) {
 		t.Errorf("template renders %d CRDs, want %d", n, len(catalog.Kinds))
 	}
-	if n := strings.Count(out, "helm.sh/resource-policy: keep"); n != len(catalog.Kinds)+1 {
-		t.Errorf("%d objects carry the keep policy, want every CRD (%d) and the trusted-keys Secret", n, len(catalog.Kinds))
+	// Kept on uninstall: every CRD, the trusted-keys Secret, and the three admission objects every
+	// installation of the cluster shares (two policies, the no-token binding).
+	if n := strings.Count(out, "helm.sh/resource-policy: keep"); n != len(catalog.Kinds)+4 {
+		t.Errorf("%d objects carry the keep policy, want every CRD (%d), the trusted-keys Secret and the 3 shared admission objects", n, len(catalog.Kinds))
 	}
 	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0", "--set", "crds.install=false", "--set", "manager.controlPlaneURL=https://cp.example.invalid")
 	if err != nil || strings.Contains(out, "kind: CustomResourceDefinition") {

@@ -84,7 +84,7 @@ func run(m *testing.M) int {
 	}
 	if err := testinstall.Chart(cluster, wide.release, testinstall.Values("ba9876543210", nil, map[string]any{
 		"operator":        map[string]any{"secretCopyNamespaces": []any{"shop"}},
-		"admissionPolicy": map[string]any{"enabled": false}, // one policy per cluster: the first install's
+		"admissionPolicy": map[string]any{"enabled": false}, // it serves every namespace: its binding would overlap the others
 	})); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
