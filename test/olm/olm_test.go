@@ -26,6 +26,7 @@ import (
 	"github.com/go-logr/logr"
 	operatorsv1 "github.com/operator-framework/api/pkg/operators/v1"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -289,6 +290,23 @@ func installAndCheck(t *testing.T, m mode) {
 		}
 		return proxy.Status.Phase == nexov1alpha1.ProxyReady && proxy.Status.ReadyReplicas == 1, fmt.Sprintf("phase %s, conditions %v", proxy.Status.Phase, proxy.Status.Conditions)
 	})
+
+	// The operator applied the admission policies for its installation: its binding, and
+	// parameters naming its Manager and the namespaces OLM targets.
+	params := &corev1.ConfigMap{}
+	poll(t, "the operator applies its admission binding and parameters", time.Minute, olmLogs, func() (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "nexo-admission"}, params); err != nil {
+			return false, err.Error()
+		}
+		err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-managed-objects-" + installNS}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+		return err == nil, fmt.Sprint(err)
+	})
+	if want := strings.Join(m.targets, ","); params.Data["namespaces"] != want && (want != "" || params.Data["namespaces"] != "*") {
+		t.Errorf("admission parameters serve %q, want the OperatorGroup's targets %q", params.Data["namespaces"], want)
+	}
+	if params.Data["manager"] != "system:serviceaccount:"+installNS+":nexo-manager" {
+		t.Errorf("admission parameters admit %q as the Manager", params.Data["manager"])
+	}
 
 	// Outside the OperatorGroup the Manager deploys nothing: its ack names the namespaces it serves.
 	if m.targets != nil {

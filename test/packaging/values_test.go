@@ -16,11 +16,15 @@ import (
 // a duplicate key (two annotations of one name, say) fails the render.
 func render(t *testing.T, values string) (map[string][]byte, error) {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "values.yaml")
+	// The test's defaults first, then values: a later -f wins, merged key by key.
+	defaults, f := filepath.Join(t.TempDir(), "defaults.yaml"), filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(defaults, []byte("crds: {install: false}\nmanager: {controlPlaneURL: https://cp.example.invalid}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-n", "nexo-system", "--kube-version", "1.37.0", "--set", "crds.install=false", "--set", "manager.controlPlaneURL=https://cp.example.invalid", "-f", f)
+	out, err := helmCLI(t, "template", "nexo-edge", chartDir, "-n", "nexo-system", "--kube-version", "1.37.0", "-f", defaults, "-f", f)
 	if err != nil {
 		return nil, &renderError{out}
 	}
@@ -39,7 +43,11 @@ func render(t *testing.T, values string) (map[string][]byte, error) {
 		if err := yaml.UnmarshalStrict([]byte(d), &anyObj); err != nil {
 			t.Errorf("%s %s does not parse strictly: %v", meta.Kind, meta.Metadata.Name, err)
 		}
-		docs[meta.Kind+"/"+meta.Metadata.Name] = []byte(d)
+		key := meta.Kind + "/" + meta.Metadata.Name
+		if _, dup := docs[key]; dup {
+			key += "/" + strings.Fields(strings.SplitAfter(d, "namespace: ")[1])[0] // RoleBindings of one name in several namespaces
+		}
+		docs[key] = []byte(d)
 	}
 	return docs, nil
 }

@@ -1,0 +1,171 @@
+package packaging_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// valueCase sets one value and says where it shows: for each rendered document (Kind/name),
+// text it must then contain, and documents that must then not render at all. Each text is
+// chosen so that it is absent from the default render (checked), so a value that does nothing
+// fails its case.
+type valueCase struct {
+	set  string
+	want map[string][]string
+	gone []string
+}
+
+// valueCases has one case per leaf of values.yaml; TestEveryValueIsRendered fails on a leaf with
+// no case, so a new value comes with its assertion.
+func valueCases() map[string]valueCase {
+	const op, mgr = "Deployment/nexo-operator", "Deployment/nexo-manager"
+	c := map[string]valueCase{
+		"crds.install":            {set: "crds: {install: true}", want: map[string][]string{"CustomResourceDefinition/nexoproxies.nexo.io": {"helm.sh/resource-policy: keep"}}},
+		"environmentID":           {set: "environmentID: 0a1b2c3d4e5f", want: map[string][]string{op: {"--environment-id=0a1b2c3d4e5f"}}},
+		"admissionPolicy.enabled": {set: "admissionPolicy: {enabled: false}", gone: []string{"ValidatingAdmissionPolicy/nexo-managed-objects", "ValidatingAdmissionPolicyBinding/nexo-managed-objects-nexo-system", "ConfigMap/nexo-admission"}},
+		"imagePullSecrets":        {set: "imagePullSecrets: [regcred]", want: map[string][]string{op: {"- name: regcred"}, mgr: {"- name: regcred"}}},
+		"aggregateClusterRoles":   {set: "aggregateClusterRoles: false", gone: []string{"ClusterRole/nexo-edge-view-nexo-system"}},
+		"commonLabels":            {set: "commonLabels: {cost-center: c42}", want: map[string][]string{op: {"cost-center: c42"}, "Secret/nexo-trusted-keys": {"cost-center: c42"}}},
+		"global":                  {set: "global: {imagePullSecrets: [corp]}", want: map[string][]string{op: {"- name: corp"}, mgr: {"- name: corp"}}},
+
+		"operator.watchNamespaces":                    {set: "operator: {watchNamespaces: [team-a]}", want: map[string][]string{op: {"--watch-namespaces=team-a"}, "RoleBinding/nexo-operator-nexo-system": {"namespace: team-a"}, "ConfigMap/nexo-admission": {`namespaces: "team-a"`}}},
+		"operator.secretCopyNamespaces":               {set: "operator: {secretCopyNamespaces: [team-b]}", want: map[string][]string{"RoleBinding/nexo-operator-secret-copies-nexo-system": {"namespace: team-b"}}},
+		"operator.requireSignatures":                  {set: "operator: {requireSignatures: true}", want: map[string][]string{op: {"--require-signatures=true"}}},
+		"operator.trustedKeysSecret":                  {set: "operator: {trustedKeysSecret: cp-keys}", want: map[string][]string{op: {"--trusted-keys-secret=cp-keys"}, mgr: {"--trusted-keys-secret=cp-keys", "secretName: cp-keys"}, "Secret/cp-keys": {"kind: Secret"}}},
+		"operator.logLevel":                           {set: "operator: {logLevel: debug}", want: map[string][]string{op: {"--zap-log-level=debug"}}},
+		"operator.proxyWorkers":                       {set: "operator: {proxyWorkers: 9}", want: map[string][]string{op: {"--proxy-workers=9"}}},
+		"operator.replicas":                           {set: "operator: {replicas: 3}", want: map[string][]string{op: {"replicas: 3"}}},
+		"operator.leaderElect":                        {set: "operator: {leaderElect: false}", want: map[string][]string{op: {"--leader-elect=false"}}},
+		"operator.podDisruptionBudget.enabled":        {set: "operator: {podDisruptionBudget: {enabled: true}}", want: map[string][]string{"PodDisruptionBudget/nexo-operator": {"maxUnavailable: 1"}}},
+		"operator.podDisruptionBudget.minAvailable":   {set: "operator: {podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: \"\"}}", want: map[string][]string{"PodDisruptionBudget/nexo-operator": {"minAvailable: 1"}}},
+		"operator.podDisruptionBudget.maxUnavailable": {set: "operator: {podDisruptionBudget: {enabled: true, maxUnavailable: 2}}", want: map[string][]string{"PodDisruptionBudget/nexo-operator": {"maxUnavailable: 2"}}},
+
+		"manager.enabled":            {set: "manager: {enabled: false}", gone: []string{mgr, "Role/nexo-manager"}},
+		"manager.controlPlaneURL":    {set: "manager: {controlPlaneURL: https://cp.nexo.test}", want: map[string][]string{mgr: {"--control-plane-url=https://cp.nexo.test"}}},
+		"manager.proxyImage":         {set: "manager: {proxyImage: registry.test/proxy:9}", want: map[string][]string{mgr: {"--proxy-image=registry.test/proxy:9"}}},
+		"manager.ownerID":            {set: "manager: {ownerID: prod-eu}", want: map[string][]string{mgr: {"--owner-id=prod-eu"}}},
+		"manager.connectTokenSecret": {set: "manager: {connectTokenSecret: my-token}", want: map[string][]string{mgr: {"secretName: my-token"}}},
+
+		"metrics.secure":                  {set: "metrics: {secure: false}", want: map[string][]string{op: {"--metrics-secure=false"}}, gone: []string{"ClusterRole/nexo-operator-metrics-reader-nexo-system"}},
+		"metrics.readers":                 {set: "metrics: {readers: [{kind: ServiceAccount, name: prometheus-k8s, namespace: monitoring}]}", want: map[string][]string{"ClusterRoleBinding/nexo-operator-metrics-reader-nexo-system": {"name: prometheus-k8s"}}},
+		"metrics.serviceMonitor.enabled":  {set: "metrics: {serviceMonitor: {enabled: true}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"interval: 30s"}}},
+		"metrics.serviceMonitor.interval": {set: "metrics: {serviceMonitor: {enabled: true, interval: 45s}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"interval: 45s"}}},
+		"metrics.serviceMonitor.labels":   {set: "metrics: {serviceMonitor: {enabled: true, labels: {release: kps}}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"release: kps"}}},
+		"networkPolicy.enabled":           {set: "networkPolicy: {enabled: true}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 6443"}}},
+		"networkPolicy.egressPorts":       {set: "networkPolicy: {enabled: true, egressPorts: [8443]}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 8443"}}},
+	}
+	// The values the operator and the Manager share, rendered into their own Deployment.
+	for component, dep := range map[string]string{"operator": op, "manager": mgr} {
+		set := func(v string) string { return component + ": {" + v + "}" }
+		repo := "ghcr.io/nexo-io/nexo-" + component
+		for path, vc := range map[string]valueCase{
+			"image.repository":           {set: set("image: {repository: registry.test/" + component + "}"), want: map[string][]string{dep: {"image: registry.test/" + component + ":"}}},
+			"image.tag":                  {set: set("image: {tag: \"9.9.9\"}"), want: map[string][]string{dep: {repo + ":9.9.9"}}},
+			"image.digest":               {set: set("image: {digest: sha256:" + strings.Repeat("b", 64) + "}"), want: map[string][]string{dep: {repo + "@sha256:" + strings.Repeat("b", 64)}}},
+			"image.pullPolicy":           {set: set("image: {pullPolicy: Always}"), want: map[string][]string{dep: {"imagePullPolicy: Always"}}},
+			"resources.requests.cpu":     {set: set("resources: {requests: {cpu: 333m}}"), want: map[string][]string{dep: {"cpu: 333m"}}},
+			"resources.requests.memory":  {set: set("resources: {requests: {memory: 333Mi}}"), want: map[string][]string{dep: {"memory: 333Mi"}}},
+			"resources.limits.memory":    {set: set("resources: {limits: {memory: 777Mi}}"), want: map[string][]string{dep: {"memory: 777Mi"}}},
+			"nodeSelector":               {set: set("nodeSelector: {pool: edge}"), want: map[string][]string{dep: {"pool: edge"}}},
+			"tolerations":                {set: set("tolerations: [{key: dedicated, operator: Exists}]"), want: map[string][]string{dep: {"key: dedicated"}}},
+			"affinity":                   {set: set("affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: zone, operator: In, values: [z9]}]}]}}}"), want: map[string][]string{dep: {"- z9"}}},
+			"topologySpreadConstraints":  {set: set("topologySpreadConstraints: [{maxSkew: 7, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {}}]"), want: map[string][]string{dep: {"maxSkew: 7"}}},
+			"priorityClassName":          {set: set("priorityClassName: edge-critical"), want: map[string][]string{dep: {"priorityClassName: edge-critical"}}},
+			"podLabels":                  {set: set("podLabels: {team: edge}"), want: map[string][]string{dep: {"team: edge"}}},
+			"podAnnotations":             {set: set("podAnnotations: {owner: edge}"), want: map[string][]string{dep: {"owner: edge"}}},
+			"extraArgs":                  {set: set("extraArgs: [--extra-flag=1]"), want: map[string][]string{dep: {"--extra-flag=1"}}},
+			"extraEnv":                   {set: set("extraEnv: [{name: EXTRA_ENV, value: \"1\"}]"), want: map[string][]string{dep: {"name: EXTRA_ENV"}}},
+			"serviceAccount.annotations": {set: set("serviceAccount: {annotations: {iam.test/role: edge}}"), want: map[string][]string{"ServiceAccount/nexo-" + component: {"iam.test/role: edge"}}},
+		} {
+			c[component+"."+path] = vc
+		}
+	}
+	return c
+}
+
+// leaves lists the dotted paths of values.yaml's leaves (an empty map or a list is a leaf).
+func leaves(prefix string, v any, out *[]string) {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		*out = append(*out, prefix)
+		return
+	}
+	for k, x := range m {
+		p := k
+		if prefix != "" {
+			p = prefix + "." + k
+		}
+		leaves(p, x, out)
+	}
+}
+
+// TestEveryValueIsRendered: every value of values.yaml, set to something other than its
+// default, changes the rendered objects where it says it does.
+func TestEveryValueIsRendered(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	leaves("", values, &paths)
+	sort.Strings(paths)
+	cases := valueCases()
+	for _, p := range paths {
+		if _, ok := cases[p]; !ok {
+			t.Errorf("values.yaml has %s, and no case in valueCases asserts what it renders", p)
+		}
+	}
+	for p := range cases {
+		if !slices.Contains(paths, p) {
+			t.Errorf("valueCases has %s, which values.yaml does not", p)
+		}
+	}
+	base, err := render(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		c, ok := cases[p]
+		if !ok {
+			continue
+		}
+		t.Run(p, func(t *testing.T) {
+			docs, err := render(t, c.set+"\n")
+			if err != nil {
+				t.Fatalf("%s: %v", c.set, err)
+			}
+			for key, texts := range c.want {
+				for _, text := range texts {
+					if strings.Contains(string(base[key]), text) {
+						t.Errorf("%s already contains %q by default: the case proves nothing", key, text)
+					}
+					if !strings.Contains(string(docs[key]), text) {
+						t.Errorf("with %s, %s does not contain %q:\n%s", c.set, key, text, docs[key])
+					}
+				}
+			}
+			for _, key := range c.gone {
+				if _, ok := base[key]; !ok {
+					t.Errorf("%s is not rendered by default either: the case proves nothing", key)
+				}
+				if _, ok := docs[key]; ok {
+					t.Errorf("with %s, %s is still rendered", c.set, key)
+				}
+			}
+			if len(c.want) == 0 && len(c.gone) == 0 {
+				t.Error(fmt.Sprintf("the case for %s asserts nothing", p))
+			}
+		})
+	}
+}
