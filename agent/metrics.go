@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 type metrics struct {
@@ -15,8 +16,10 @@ type metrics struct {
 var (
 	metricsOnce sync.Once
 	shared      *metrics
-	// Registry holds the Manager's metrics; cmd/manager serves it on /metrics.
-	Registry = prometheus.NewRegistry()
+	// Registry holds the Manager's metrics: controller-runtime's registry (with the Go runtime and
+	// client-go metrics), which cmd/manager serves on /metrics through controller-runtime's
+	// metrics server, authenticated and authorized like the operator's.
+	Registry = ctrlmetrics.Registry
 )
 
 func newMetrics() *metrics {

@@ -14,12 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nexo-io/nexo-edge/agent"
 	"github.com/nexo-io/nexo-edge/catalog"
@@ -44,7 +46,11 @@ func main() {
 	flag.StringVar(&watch, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces the Manager lists its proxies in and deploys into (OLM sets WATCH_NAMESPACES from the OperatorGroup's target namespaces); empty: all")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables it")
+	var metricsSecure bool
+	var metricsCertDir string
+	flag.BoolVar(&metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to callers the API server authenticates and authorizes for GET /metrics; false: plain HTTP to anyone")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics server (default: a self-signed certificate)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -88,9 +94,29 @@ func main() {
 			_, _ = w.Write([]byte("ok"))
 		})
 	})
-	serve(ctx, metricsAddr, func(mux *http.ServeMux) {
-		mux.Handle("/metrics", promhttp.HandlerFor(agent.Registry, promhttp.HandlerOpts{}))
-	})
+	if metricsAddr != "" && metricsAddr != "0" {
+		// As the operator's: HTTPS, and only callers the API server authenticates (TokenReview)
+		// and allows GET on /metrics (SubjectAccessReview); plain HTTP only with --metrics-secure=false.
+		opts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: metricsSecure, CertDir: metricsCertDir}
+		if metricsSecure {
+			opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		}
+		httpClient, err := rest.HTTPClientFor(restConfig)
+		if err != nil {
+			log.Error(err, "cannot build an HTTP client")
+			os.Exit(1)
+		}
+		srv, err := metricsserver.NewServer(opts, restConfig, httpClient)
+		if err != nil {
+			log.Error(err, "cannot build the metrics server")
+			os.Exit(1)
+		}
+		go func() {
+			if err := srv.Start(ctx); err != nil {
+				log.Error(err, "metrics server stopped")
+			}
+		}()
+	}
 	keys, _ := readKeysDir(keysDir)
 	log.Info("starting nexo-manager", "version", cfg.Version, "controlPlane", cfg.ControlPlaneURL, "trustedKeys", len(keys), "ownerId", a.OwnerID())
 	if !leaderElect {

@@ -4,8 +4,8 @@
 //
 //   - managed-objects.yaml: the cluster's one nexo-managed-objects policy, which reserves
 //     Control-Plane-managed Nexo objects to the Manager of the installation serving their
-//     namespace. It names no installation: each binds it once with its own parameters
-//     (Installation), so several installations share a cluster with no edit.
+//     namespace. It names no installation: each binds it once, the binding carrying its own
+//     parameters (Installation), so several installations share a cluster with no edit.
 //   - no-token-secrets.yaml: nexo-no-token-secrets and its binding, which keep every
 //     installation's operator and Manager from minting ServiceAccount tokens.
 //
@@ -19,7 +19,6 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -37,8 +36,6 @@ var Files = map[string]string{"managed-objects.yaml": managedObjectsYAML, "no-to
 const (
 	// ManagedObjectsPolicy is the policy each installation binds.
 	ManagedObjectsPolicy = "nexo-managed-objects"
-	// ParamsName is the ConfigMap, in an installation's namespace, that parameterizes its binding.
-	ParamsName = "nexo-admission"
 	// AllNamespaces is the namespaces parameter of an installation that serves every namespace.
 	AllNamespaces = "*"
 	partOf        = "nexo-edge"
@@ -78,30 +75,31 @@ func Shared() ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissio
 	return policies, bindings, nil
 }
 
-// Installation returns the binding and the parameters of the installation in namespace, whose
-// Manager is that namespace's nexo-manager ServiceAccount and which serves the watched
-// namespaces (all when none). The binding never changes for a namespace; the parameters follow
-// the watched namespaces. A missing parameters ConfigMap denies (the binding fails closed).
-func Installation(namespace string, watched []string) (*admissionregistrationv1.ValidatingAdmissionPolicyBinding, *corev1.ConfigMap) {
-	labels := map[string]string{"app.kubernetes.io/part-of": partOf}
-	deny := admissionregistrationv1.DenyAction
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: BindingName(namespace), Labels: labels},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        ManagedObjectsPolicy,
-			ParamRef:          &admissionregistrationv1.ParamRef{Name: ParamsName, Namespace: namespace, ParameterNotFoundAction: &deny},
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
+// Installation annotations: the parameters an installation's binding carries for the policy.
+const (
+	ManagerAnnotation    = "nexo.io/admission-manager"
+	NamespacesAnnotation = "nexo.io/admission-namespaces"
+)
+
+// Installation returns the binding of the installation in namespace, whose Manager is that
+// namespace's nexo-manager ServiceAccount and which serves the watched namespaces (all when
+// none). The binding is its own parameter object: the policy reads the two annotations above
+// from it. A binding that cannot find its parameters denies (it fails closed).
+func Installation(namespace string, watched []string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
 	scope := strings.Join(watched, ",")
 	if scope == "" {
 		scope = AllNamespaces
 	}
-	params := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: ParamsName, Namespace: namespace, Labels: labels},
-		Data:       map[string]string{"manager": "system:serviceaccount:" + namespace + ":nexo-manager", "namespaces": scope},
+	deny := admissionregistrationv1.DenyAction
+	name := BindingName(namespace)
+	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/part-of": partOf},
+			Annotations: map[string]string{ManagerAnnotation: "system:serviceaccount:" + namespace + ":nexo-manager", NamespacesAnnotation: scope}},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        ManagedObjectsPolicy,
+			ParamRef:          &admissionregistrationv1.ParamRef{Name: name, ParameterNotFoundAction: &deny},
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
 	}
-	return binding, params
 }

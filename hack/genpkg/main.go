@@ -250,20 +250,17 @@ func chartAdmissionPolicies(chartDir string) error {
 		}
 	}
 	const nsToken, scopeToken = "RELEASE-NAMESPACE", "WATCHED-NAMESPACES"
-	binding, params := admission.Installation(nsToken, []string{scopeToken})
-	for _, o := range []any{binding, params} {
-		b, err := yaml.Marshal(o)
-		if err != nil {
-			return err
-		}
-		body := strings.Replace(strings.Replace(string(b), "  creationTimestamp: null\n", "", 1), partOf[1:], "  labels:\n"+chartLabels, 1)
-		body = strings.ReplaceAll(body, "namespaces: "+scopeToken, "namespaces: {{ include \"nexo.admissionScope\" . | quote }}")
-		body = strings.ReplaceAll(body, nsToken, "{{ .Release.Namespace }}")
-		if strings.Contains(body, scopeToken) || !strings.Contains(body, "{{ .Release.Namespace }}") {
-			return fmt.Errorf("admission.Installation: the chart template did not take the release namespace and scope:\n%s", body)
-		}
-		bodies = append(bodies, body)
+	b, err := yaml.Marshal(admission.Installation(nsToken, []string{scopeToken}))
+	if err != nil {
+		return err
 	}
+	body := strings.Replace(strings.Replace(string(b), "  creationTimestamp: null\n", "", 1), partOf[1:], "  labels:\n"+chartLabels, 1)
+	body = strings.ReplaceAll(body, admission.NamespacesAnnotation+": "+scopeToken, admission.NamespacesAnnotation+": {{ include \"nexo.admissionScope\" . | quote }}")
+	body = strings.ReplaceAll(body, nsToken, "{{ .Release.Namespace }}")
+	if strings.Contains(body, scopeToken) || !strings.Contains(body, "{{ .Release.Namespace }}") {
+		return fmt.Errorf("admission.Installation: the chart template did not take the release namespace and scope:\n%s", body)
+	}
+	bodies = append(bodies, body)
 	vap := generatedHeader + "# One nexo-managed-objects policy per cluster, bound once per installation with its own parameters\n" +
 		"# (docs/security.md, \"Admission\").\n{{- if .Values.admissionPolicy.enabled }}\n" + strings.Join(bodies, "---\n") + "{{- end }}\n"
 	if err := os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644); err != nil {
@@ -273,21 +270,15 @@ func chartAdmissionPolicies(chartDir string) error {
 }
 
 // kustomizeAdmissionInstallation writes config/admission/installation.yaml: the nexo-system
-// installation's binding and parameters (all namespaces; config/namespaced narrows them).
+// installation's binding, with its parameters (all namespaces; config/namespaced narrows them).
 func kustomizeAdmissionInstallation() error {
-	binding, params := admission.Installation("nexo-system", nil)
-	out := generatedHeader + "# This installation's binding of the nexo-managed-objects policy, and its parameters: its Manager\n" +
-		"# and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n"
-	for i, o := range []any{params, binding} {
-		b, err := yaml.Marshal(o)
-		if err != nil {
-			return err
-		}
-		if i > 0 {
-			out += "---\n"
-		}
-		out += strings.Replace(string(b), "  creationTimestamp: null\n", "", 1)
+	b, err := yaml.Marshal(admission.Installation("nexo-system", nil))
+	if err != nil {
+		return err
 	}
+	out := generatedHeader + "# This installation's binding of the nexo-managed-objects policy; its annotations are its parameters:\n" +
+		"# its Manager and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n" +
+		strings.Replace(string(b), "  creationTimestamp: null\n", "", 1)
 	return os.WriteFile("config/admission/installation.yaml", []byte(out), 0o644)
 }
 
@@ -790,7 +781,8 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	if err != nil {
 		return nil, err
 	}
-	mgrNamespaced, mgrClusterScoped, err := splitByScope(slices.Concat(mgrCluster, mgrRelease))
+	// The Manager's metrics are authenticated like the operator's (TokenReview, SubjectAccessReview).
+	mgrNamespaced, mgrClusterScoped, err := splitByScope(slices.Concat(mgrCluster, mgrRelease, metricsAuth))
 	if err != nil {
 		return nil, err
 	}

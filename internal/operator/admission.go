@@ -19,7 +19,7 @@ import (
 )
 
 // admissionPolicyApplier applies the admission policies (config/admission) once the operator
-// leads: the shared ones, and this installation's binding and parameters, admitting the
+// leads: the shared ones, and this installation's binding, admitting the
 // nexo-manager ServiceAccount of the operator's namespace for the watched namespaces. The
 // policies then live in the API server, so they hold while the operator is down. A failure
 // (the RBAC for it missing, say) is logged and retried with backoff; it never stops
@@ -40,8 +40,8 @@ func admissionPolicyApplier(c client.Client, namespace string, watched []string)
 	}
 }
 
-// ApplyAdmissionPolicy server-side applies the shared policies and bindings and this
-// installation's parameters, then creates its binding. The binding is only ever created (the
+// ApplyAdmissionPolicy server-side applies the shared policies and bindings, then creates this
+// installation's binding (which carries its parameters). The binding is only ever created (the
 // operator may patch no binding but the shared ones, whose names are fixed): one that exists with
 // another spec is reported, for an admin to delete so the operator recreates it. c must read
 // from the API server, not a cache.
@@ -50,7 +50,7 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	if err != nil {
 		return err
 	}
-	binding, params := admission.Installation(namespace, watched)
+	binding := admission.Installation(namespace, watched)
 	var apply []client.Object
 	for _, p := range policies {
 		apply = append(apply, p)
@@ -58,7 +58,6 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	for _, b := range bindings {
 		apply = append(apply, b)
 	}
-	apply = append(apply, params) // before the binding: without its parameters it denies
 	for _, o := range apply {
 		if err := c.Patch(ctx, o, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
 			return err
@@ -72,8 +71,11 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	if err := c.Get(ctx, client.ObjectKeyFromObject(binding), have); err != nil {
 		return err
 	}
-	if !apiequality.Semantic.DeepDerivative(binding.Spec, have.Spec) {
-		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s exists with another spec; delete it and the operator recreates it", binding.Name)
+	if !apiequality.Semantic.DeepDerivative(binding.Spec, have.Spec) ||
+		have.Annotations[admission.ManagerAnnotation] != binding.Annotations[admission.ManagerAnnotation] ||
+		have.Annotations[admission.NamespacesAnnotation] != binding.Annotations[admission.NamespacesAnnotation] {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s exists with another spec or parameters (namespaces %q, want %q); delete it and the operator recreates it",
+			binding.Name, have.Annotations[admission.NamespacesAnnotation], binding.Annotations[admission.NamespacesAnnotation])
 	}
 	return nil
 }

@@ -253,7 +253,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		}
 	})
 
-	operatorMetrics(t, op.MetricsAddr)
+	authenticatedMetrics(t, map[string]string{op.MetricsAddr: "controller_runtime_reconcile_total", mgr.MetricsAddr: "nexo_manager_last_heartbeat_timestamp_seconds"})
 
 	admin := controlplane.AdminClient{URL: cpURL, Token: "e2e-admin-token-0123456789"}
 	view := func() controlplane.EnvironmentView {
@@ -665,10 +665,11 @@ func teamRoles(t *testing.T) {
 	}
 }
 
-// operatorMetrics: the operator's /metrics (as the chart configures it) answers only callers the
-// API server authenticates and authorizes: no token 401, a ServiceAccount without the reader
-// role 403, one bound to nexo-operator-metrics-reader 200.
-func operatorMetrics(t *testing.T, addr string) {
+// authenticatedMetrics: the operator's and the Manager's /metrics (as the chart configures them)
+// answer only callers the API server authenticates and authorizes: 401 without a token, 403 for a
+// ServiceAccount without the metrics-reader role, and the metrics (each address with a series of
+// its own) for Prometheus's ServiceAccount bound to it.
+func authenticatedMetrics(t *testing.T, series map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}); err != nil {
@@ -691,28 +692,30 @@ func operatorMetrics(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed
-	get := func(token string) (int, string) {
-		req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+	for addr, want := range series {
+		get := func(token string) (int, string) {
+			req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			b := new(bytes.Buffer)
+			_, _ = b.ReadFrom(resp.Body)
+			return resp.StatusCode, b.String()
 		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, err.Error()
+		if code, _ := get(""); code != http.StatusUnauthorized {
+			t.Errorf("%s/metrics without a token: %d, want 401", addr, code)
 		}
-		defer resp.Body.Close()
-		b := new(bytes.Buffer)
-		_, _ = b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
+		if code, _ := get(stranger); code != http.StatusForbidden {
+			t.Errorf("%s/metrics as a ServiceAccount without the reader role: %d, want 403", addr, code)
+		}
+		poll(t, "Prometheus's ServiceAccount reads "+addr+"/metrics", 30*time.Second, func() (bool, string) {
+			code, body := get(prometheus)
+			return code == http.StatusOK && strings.Contains(body, want), fmt.Sprint(code)
+		})
 	}
-	if code, _ := get(""); code != http.StatusUnauthorized {
-		t.Errorf("/metrics without a token: %d, want 401", code)
-	}
-	if code, _ := get(stranger); code != http.StatusForbidden {
-		t.Errorf("/metrics as a ServiceAccount without the reader role: %d, want 403", code)
-	}
-	poll(t, "Prometheus's ServiceAccount reads /metrics", 30*time.Second, func() (bool, string) {
-		code, body := get(prometheus)
-		return code == http.StatusOK && strings.Contains(body, "controller_runtime_reconcile_total"), fmt.Sprint(code)
-	})
 }

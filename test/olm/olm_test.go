@@ -291,21 +291,19 @@ func installAndCheck(t *testing.T, m mode) {
 		return proxy.Status.Phase == nexov1alpha1.ProxyReady && proxy.Status.ReadyReplicas == 1, fmt.Sprintf("phase %s, conditions %v", proxy.Status.Phase, proxy.Status.Conditions)
 	})
 
-	// The operator applied the admission policies for its installation: its binding, and
-	// parameters naming its Manager and the namespaces OLM targets.
-	params := &corev1.ConfigMap{}
-	poll(t, "the operator applies its admission binding and parameters", time.Minute, olmLogs, func() (bool, string) {
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "nexo-admission"}, params); err != nil {
-			return false, err.Error()
-		}
-		err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-managed-objects-" + installNS}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
+	// The operator applied the admission policies for its installation: its binding, whose
+	// parameters name its Manager and the namespaces OLM targets.
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	poll(t, "the operator applies its admission binding", time.Minute, olmLogs, func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-managed-objects-" + installNS}, binding)
 		return err == nil, fmt.Sprint(err)
 	})
-	if want := strings.Join(m.targets, ","); params.Data["namespaces"] != want && (want != "" || params.Data["namespaces"] != "*") {
-		t.Errorf("admission parameters serve %q, want the OperatorGroup's targets %q", params.Data["namespaces"], want)
+	scope := binding.Annotations["nexo.io/admission-namespaces"]
+	if want := strings.Join(m.targets, ","); scope != want && (want != "" || scope != "*") {
+		t.Errorf("the admission binding serves %q, want the OperatorGroup's targets %q", scope, want)
 	}
-	if params.Data["manager"] != "system:serviceaccount:"+installNS+":nexo-manager" {
-		t.Errorf("admission parameters admit %q as the Manager", params.Data["manager"])
+	if got := binding.Annotations["nexo.io/admission-manager"]; got != "system:serviceaccount:"+installNS+":nexo-manager" {
+		t.Errorf("the admission binding admits %q as the Manager", got)
 	}
 
 	// Outside the OperatorGroup the Manager deploys nothing: its ack names the namespaces it serves.

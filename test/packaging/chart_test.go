@@ -261,7 +261,7 @@ operator:
   podAnnotations: {example.com/scrape: "true"}
   podDisruptionBudget: {enabled: true}
 networkPolicy: {enabled: true}
-metrics: {serviceMonitor: {enabled: true}}
+metrics: {serviceMonitor: {enabled: true, tokenSecret: {name: prometheus-token}}}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}

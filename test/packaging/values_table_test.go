@@ -29,13 +29,13 @@ func valueCases() map[string]valueCase {
 	c := map[string]valueCase{
 		"crds.install":            {set: "crds: {install: true}", want: map[string][]string{"CustomResourceDefinition/nexoproxies.nexo.io": {"helm.sh/resource-policy: keep"}}},
 		"environmentID":           {set: "environmentID: 0a1b2c3d4e5f", want: map[string][]string{op: {"--environment-id=0a1b2c3d4e5f"}}},
-		"admissionPolicy.enabled": {set: "admissionPolicy: {enabled: false}", gone: []string{"ValidatingAdmissionPolicy/nexo-managed-objects", "ValidatingAdmissionPolicyBinding/nexo-managed-objects-nexo-system", "ConfigMap/nexo-admission"}},
+		"admissionPolicy.enabled": {set: "admissionPolicy: {enabled: false}", gone: []string{"ValidatingAdmissionPolicy/nexo-managed-objects", "ValidatingAdmissionPolicyBinding/nexo-managed-objects-nexo-system"}},
 		"imagePullSecrets":        {set: "imagePullSecrets: [regcred]", want: map[string][]string{op: {"- name: regcred"}, mgr: {"- name: regcred"}}},
 		"aggregateClusterRoles":   {set: "aggregateClusterRoles: false", gone: []string{"ClusterRole/nexo-edge-view-nexo-system"}},
 		"commonLabels":            {set: "commonLabels: {cost-center: c42}", want: map[string][]string{op: {"cost-center: c42"}, "Secret/nexo-trusted-keys": {"cost-center: c42"}}},
 		"global":                  {set: "global: {imagePullSecrets: [corp]}", want: map[string][]string{op: {"- name: corp"}, mgr: {"- name: corp"}}},
 
-		"operator.watchNamespaces":                    {set: "operator: {watchNamespaces: [team-a]}", want: map[string][]string{op: {"--watch-namespaces=team-a"}, "RoleBinding/nexo-operator-nexo-system": {"namespace: team-a"}, "ConfigMap/nexo-admission": {`namespaces: "team-a"`}}},
+		"operator.watchNamespaces":                    {set: "operator: {watchNamespaces: [team-a]}", want: map[string][]string{op: {"--watch-namespaces=team-a"}, "RoleBinding/nexo-operator-nexo-system": {"namespace: team-a"}, "ValidatingAdmissionPolicyBinding/nexo-managed-objects-nexo-system": {`nexo.io/admission-namespaces: "team-a"`}}},
 		"operator.secretCopyNamespaces":               {set: "operator: {secretCopyNamespaces: [team-b]}", want: map[string][]string{"RoleBinding/nexo-operator-secret-copies-nexo-system": {"namespace: team-b"}}},
 		"operator.requireSignatures":                  {set: "operator: {requireSignatures: true}", want: map[string][]string{op: {"--require-signatures=true"}}},
 		"operator.trustedKeysSecret":                  {set: "operator: {trustedKeysSecret: cp-keys}", want: map[string][]string{op: {"--trusted-keys-secret=cp-keys"}, mgr: {"--trusted-keys-secret=cp-keys", "secretName: cp-keys"}, "Secret/cp-keys": {"kind: Secret"}}},
@@ -53,13 +53,21 @@ func valueCases() map[string]valueCase {
 		"manager.ownerID":            {set: "manager: {ownerID: prod-eu}", want: map[string][]string{mgr: {"--owner-id=prod-eu"}}},
 		"manager.connectTokenSecret": {set: "manager: {connectTokenSecret: my-token}", want: map[string][]string{mgr: {"secretName: my-token"}}},
 
-		"metrics.secure":                  {set: "metrics: {secure: false}", want: map[string][]string{op: {"--metrics-secure=false"}}, gone: []string{"ClusterRole/nexo-operator-metrics-reader-nexo-system"}},
-		"metrics.readers":                 {set: "metrics: {readers: [{kind: ServiceAccount, name: prometheus-k8s, namespace: monitoring}]}", want: map[string][]string{"ClusterRoleBinding/nexo-operator-metrics-reader-nexo-system": {"name: prometheus-k8s"}}},
-		"metrics.serviceMonitor.enabled":  {set: "metrics: {serviceMonitor: {enabled: true}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"interval: 30s"}}},
-		"metrics.serviceMonitor.interval": {set: "metrics: {serviceMonitor: {enabled: true, interval: 45s}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"interval: 45s"}}},
-		"metrics.serviceMonitor.labels":   {set: "metrics: {serviceMonitor: {enabled: true, labels: {release: kps}}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"release: kps"}}},
-		"networkPolicy.enabled":           {set: "networkPolicy: {enabled: true}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 6443"}}},
-		"networkPolicy.egressPorts":       {set: "networkPolicy: {enabled: true, egressPorts: [8443]}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 8443"}}},
+		"metrics.secure":  {set: "metrics: {secure: false}", want: map[string][]string{op: {"--metrics-secure=false"}}, gone: []string{"ClusterRole/nexo-operator-metrics-reader-nexo-system"}},
+		"metrics.readers": {set: "metrics: {readers: [{kind: ServiceAccount, name: prometheus-k8s, namespace: monitoring}]}", want: map[string][]string{"ClusterRoleBinding/nexo-operator-metrics-reader-nexo-system": {"name: prometheus-k8s"}}},
+		"metrics.certSecret": {set: "metrics: {certSecret: metrics-tls, serviceMonitor: {enabled: true, tokenSecret: {name: scraper}}}", want: map[string][]string{
+			op: {"--metrics-cert-dir=/var/run/nexo/metrics-certs", "secretName: metrics-tls"}, mgr: {"--metrics-cert-dir=/var/run/nexo/metrics-certs", "secretName: metrics-tls"},
+			"ServiceMonitor/nexo-operator": {"serverName: nexo-operator-metrics.nexo-system.svc", "name: metrics-tls"},
+			"ServiceMonitor/nexo-manager":  {"serverName: nexo-manager-metrics.nexo-system.svc"}}},
+		"metrics.serviceMonitor.enabled":          {set: "metrics: {serviceMonitor: {enabled: true, tokenSecret: {name: scraper}}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"interval: 30s", "insecureSkipVerify: true"}, "ServiceMonitor/nexo-manager": {"interval: 30s"}}},
+		"metrics.serviceMonitor.interval":         {set: "metrics: {serviceMonitor: {enabled: true, interval: 45s, tokenSecret: {name: scraper}}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"interval: 45s"}}},
+		"metrics.serviceMonitor.labels":           {set: "metrics: {serviceMonitor: {enabled: true, labels: {release: kps}, tokenSecret: {name: scraper}}}", want: map[string][]string{"ServiceMonitor/nexo-manager": {"release: kps"}}},
+		"metrics.serviceMonitor.tokenSecret.name": {set: "metrics: {serviceMonitor: {enabled: true, tokenSecret: {name: scraper}}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"name: scraper"}, "ServiceMonitor/nexo-manager": {"name: scraper"}}},
+		"metrics.serviceMonitor.tokenSecret.key":  {set: "metrics: {serviceMonitor: {enabled: true, tokenSecret: {name: scraper, key: bearer}}}", want: map[string][]string{"ServiceMonitor/nexo-operator": {"key: bearer"}}},
+		"networkPolicy.enabled":                   {set: "networkPolicy: {enabled: true}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 6443", "port: 5353"}}},
+		"networkPolicy.egressPorts":               {set: "networkPolicy: {enabled: true, egressPorts: [8443]}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 8443"}}},
+		"networkPolicy.dnsPorts":                  {set: "networkPolicy: {enabled: true, dnsPorts: [1053]}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"port: 1053"}}},
+		"networkPolicy.metricsFrom":               {set: "networkPolicy: {enabled: true, metricsFrom: [{namespaceSelector: {matchLabels: {team: monitoring}}}]}", want: map[string][]string{"NetworkPolicy/nexo-edge": {"team: monitoring", "port: metrics"}}},
 	}
 	// The values the operator and the Manager share, rendered into their own Deployment.
 	for component, dep := range map[string]string{"operator": op, "manager": mgr} {

@@ -142,3 +142,19 @@ func TestChartValuesDoWhatTheySay(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceMonitorNeedsATokenWithSecureMetrics: a ServiceMonitor for authenticated metrics
+// without a token to send is refused with what to set, not rendered to fail at scrape time.
+func TestServiceMonitorNeedsATokenWithSecureMetrics(t *testing.T) {
+	_, err := render(t, "metrics: {serviceMonitor: {enabled: true}}\n")
+	if err == nil || !strings.Contains(err.Error(), "metrics.serviceMonitor.tokenSecret.name is required with metrics.secure") {
+		t.Errorf("want the chart to ask for metrics.serviceMonitor.tokenSecret.name, got %v", err)
+	}
+	docs, err := render(t, "metrics: {secure: false, serviceMonitor: {enabled: true}}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sm := string(docs["ServiceMonitor/nexo-operator"]); strings.Contains(sm, "authorization") || strings.Contains(sm, "https") || strings.Contains(sm, "bearerTokenFile") {
+		t.Errorf("plain-HTTP metrics scraped with credentials or TLS:\n%s", sm)
+	}
+}

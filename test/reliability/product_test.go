@@ -115,7 +115,9 @@ func (p *product) startOperator(t *testing.T, extra ...string) *testinstall.Loca
 // (leader election on), and waits until it is ready (a heartbeat succeeded).
 func (p *product) startManager(t *testing.T, extra ...string) *testinstall.LocalPod {
 	t.Helper()
-	return p.run(t, p.podDir(t, "manager"), "nexo-manager", bins["manager"], extra)
+	// The suites scrape the Manager's metrics directly, over plain HTTP (as the operator's, with
+	// --metrics-secure=false where they do); the authenticated endpoint is test/e2e's.
+	return p.run(t, p.podDir(t, "manager"), "nexo-manager", bins["manager"], append([]string{"--metrics-secure=false"}, extra...))
 }
 
 // podDir is a new folder for one local pod (volumes, kubeconfig, log).

@@ -324,9 +324,10 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 // TestOLMOperatorAppliesTheAdmissionPolicy: an OLM bundle cannot carry the policies, so the CSV
 // runs the operator with --ensure-admission-policy and grants it the rules to apply them. Run as
 // a ServiceAccount holding exactly the CSV's operator rules (clusterPermissions, and permissions
-// in its namespace), the operator applies the shared policies, its installation's parameters
-// (its namespace's Manager, the namespaces it serves) and binding, and cannot change another
-// policy; a second run changes nothing, and a binding of its name with another spec is reported.
+// in its namespace only: no right to read ConfigMaps cluster-wide), the operator creates the
+// shared parameterized policy, and its installation's binding with its parameters (its
+// namespace's Manager, the namespaces it serves), and cannot change another policy; a second run
+// changes nothing, and a binding of its name with another spec is reported.
 func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	ctx := context.Background()
 	csv := loadCSV(t)
@@ -366,16 +367,12 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 			t.Fatalf("applying the policies with the CSV's rules: %v", err)
 		}
 	}
-	params := &corev1.ConfigMap{}
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nexo-admission"}, params); err != nil {
-		t.Fatal(err)
-	}
-	if params.Data["manager"] != "system:serviceaccount:"+ns+":nexo-manager" || params.Data["namespaces"] != "olm-proxies" {
-		t.Errorf("parameters %v, want %s's Manager serving olm-proxies", params.Data, ns)
-	}
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(binding), binding); err != nil || binding.Spec.ParamRef == nil ||
-		binding.Spec.ParamRef.Namespace != ns || binding.Spec.PolicyName != "nexo-managed-objects" {
+		binding.Spec.ParamRef.Name != binding.Name || binding.Spec.PolicyName != "nexo-managed-objects" {
 		t.Fatalf("binding %+v (%v)", binding.Spec, err)
+	}
+	if binding.Annotations["nexo.io/admission-manager"] != "system:serviceaccount:"+ns+":nexo-manager" || binding.Annotations["nexo.io/admission-namespaces"] != "olm-proxies" {
+		t.Errorf("binding parameters %v, want %s's Manager serving olm-proxies", binding.Annotations, ns)
 	}
 	for _, name := range []string{"nexo-managed-objects", "nexo-no-token-secrets"} {
 		if err := admin.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingAdmissionPolicy{}); err != nil {
@@ -387,7 +384,7 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	if err := admin.Update(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err == nil || !strings.Contains(err.Error(), "exists with another spec; delete it") {
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err == nil || !strings.Contains(err.Error(), "exists with another spec or parameters") {
 		t.Errorf("a changed binding: %v, want it reported", err)
 	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
