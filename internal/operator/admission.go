@@ -40,17 +40,38 @@ func admissionPolicyApplier(c client.Client, namespace string, watched []string)
 	}
 }
 
-// ApplyAdmissionPolicy server-side applies the shared policies and bindings, then creates this
-// installation's binding (which carries its parameters). The binding is only ever created (the
+// ApplyAdmissionPolicy creates this installation's binding (which carries its parameters), then
+// server-side applies the shared policies and bindings. The binding is only ever created (the
 // operator may patch no binding but the shared ones, whose names are fixed): one that exists with
-// another spec is reported, for an admin to delete so the operator recreates it. c must read
-// from the API server, not a cache.
+// another spec or parameters is reported, for an admin to delete so the operator recreates it. c
+// must read from the API server, not a cache.
+//
+// The order matters on an upgrade from 0.2.0, which bound the policy by its own name without
+// parameters: once the policy takes parameters such a binding would be misconfigured and, failing
+// closed, refuse every nexo.io write. So the old binding is first pointed at this installation's
+// binding as its parameter (ignored while the policy takes none), the installation's binding is
+// created, and only then does the policy change.
 func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string, watched []string) error {
 	policies, bindings, err := admission.Shared()
 	if err != nil {
 		return err
 	}
 	binding := admission.Installation(namespace, watched)
+	legacy := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	switch err := c.Get(ctx, client.ObjectKey{Name: admission.ManagedObjectsPolicy}, legacy); {
+	case err == nil:
+		repoint := admission.Installation(namespace, watched)
+		repoint.Name, repoint.Annotations, repoint.Labels = admission.ManagedObjectsPolicy, nil, legacy.Labels
+		repoint.Spec.ParamRef.Name = binding.Name
+		if err := c.Patch(ctx, repoint, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
+			return fmt.Errorf("point the 0.2.0 binding %s at this installation's parameters: %w", legacy.Name, err)
+		}
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	if err := createBinding(ctx, c, binding); err != nil {
+		return err
+	}
 	var apply []client.Object
 	for _, p := range policies {
 		apply = append(apply, p)
@@ -63,7 +84,12 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 			return err
 		}
 	}
-	err = c.Create(ctx, binding.DeepCopy())
+	return nil
+}
+
+// createBinding creates the installation's binding, or checks that the one there is the same.
+func createBinding(ctx context.Context, c client.Client, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding) error {
+	err := c.Create(ctx, binding.DeepCopy())
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}

@@ -379,6 +379,33 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 			t.Errorf("policy %s: %v", name, err)
 		}
 	}
+	// The 0.2.0 binding, named as the policy and without parameters, is misconfigured under the
+	// parameterized policy (every nexo.io write refused); the operator points it at its own
+	// parameters, and writes pass again.
+	legacy := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nexo-managed-objects"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "nexo-managed-objects",
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	if err := admin.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(ctx, legacy) })
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err != nil {
+		t.Fatalf("with the 0.2.0 binding present: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); err != nil || legacy.Spec.ParamRef == nil || legacy.Spec.ParamRef.Name != binding.Name {
+		t.Fatalf("the 0.2.0 binding was not pointed at %s: %+v (%v)", binding.Name, legacy.Spec.ParamRef, err)
+	}
+	plain := rateLimit("after-legacy-fix")
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return admin.Create(ctx, plain.DeepCopy()) == nil, nil
+	}); err != nil {
+		t.Fatal("an unmanaged object is still refused after the 0.2.0 binding was fixed")
+	}
+	_ = admin.Delete(ctx, plain)
+	if err := admin.Delete(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+
 	// Its binding changed by someone else: reported, not silently accepted.
 	binding.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
 	if err := admin.Update(ctx, binding); err != nil {
