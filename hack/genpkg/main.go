@@ -272,7 +272,11 @@ func chartAdmissionPolicies(chartDir string) error {
 // kustomizeAdmissionInstallation writes config/admission/installation.yaml: the nexo-system
 // installation's binding, with its parameters (all namespaces; config/namespaced narrows them).
 func kustomizeAdmissionInstallation() error {
-	b, err := yaml.Marshal(admission.Installation("nexo-system", nil))
+	// Named as 0.2.0's kustomize binding, so that re-applying upgrades it in place: kubectl apply
+	// prunes nothing, and the old parameterless binding would be misconfigured under the new policy.
+	binding := admission.Installation("nexo-system", nil)
+	binding.Name, binding.Spec.ParamRef.Name = admission.ManagedObjectsPolicy, admission.ManagedObjectsPolicy
+	b, err := yaml.Marshal(binding)
 	if err != nil {
 		return err
 	}

@@ -59,14 +59,14 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	binding := admission.Installation(namespace, watched)
 	legacy := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 	switch err := c.Get(ctx, client.ObjectKey{Name: admission.ManagedObjectsPolicy}, legacy); {
-	case err == nil:
+	case err == nil && legacy.Spec.ParamRef == nil: // one with parameters is kustomize's, another installation's
 		repoint := admission.Installation(namespace, watched)
 		repoint.Name, repoint.Annotations, repoint.Labels = admission.ManagedObjectsPolicy, nil, legacy.Labels
 		repoint.Spec.ParamRef.Name = binding.Name
 		if err := c.Patch(ctx, repoint, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
 			return fmt.Errorf("point the 0.2.0 binding %s at this installation's parameters: %w", legacy.Name, err)
 		}
-	case !apierrors.IsNotFound(err):
+	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
 	if err := createBinding(ctx, c, binding); err != nil {

@@ -18,15 +18,19 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/internal/testinstall"
 	"github.com/nexo-io/nexo-edge/manifest"
 	"github.com/nexo-io/nexo-edge/scheme"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 var chartDir = filepath.Join(testcluster.RepoRoot(), "charts", "nexo-edge")
@@ -170,7 +174,7 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []*unstructured.Unstructured
+	var objs, pristine []*unstructured.Unstructured
 	for _, r := range res.Resources() {
 		m, err := r.Map()
 		if err != nil {
@@ -178,6 +182,8 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 		}
 		u := &unstructured.Unstructured{Object: m}
 		objs = append(objs, u)
+		fresh, _ := r.Map() // the dry runs below fill objs in (and kustomize's maps hold ints, which DeepCopy refuses)
+		pristine = append(pristine, &unstructured.Unstructured{Object: fresh})
 		if u.GetKind() == "Namespace" { // namespaced objects need it to exist, even in dry-run
 			if err := k8s.Create(ctx, u.DeepCopy()); err != nil {
 				t.Fatal(err)
@@ -195,6 +201,47 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 		t.Errorf("config/default has %v", kinds)
 	}
 	t.Logf("kustomize build config/default: %s", fmt.Sprint(kinds))
+
+	// The admission policies as kustomize ships them work: applied for real, an unmanaged Nexo
+	// object is admitted (the binding finds its parameters) and a managed one written by anyone but
+	// the Manager, a cluster admin included, is refused.
+	for _, u := range pristine {
+		switch u.GetKind() {
+		case "CustomResourceDefinition", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			if err := k8s.Patch(ctx, u, client.Apply, client.FieldOwner("nexo-test"), client.ForceOwnership); err != nil {
+				t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	if err := testinstall.WaitCRDsServed(ctx, c.Config, len(catalog.Kinds), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	nexo, err := client.New(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := func(name string, managed bool) *nexov1alpha1.NexoRateLimit {
+		o := &nexov1alpha1.NexoRateLimit{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: name},
+			Spec: nexov1alpha1.NexoRateLimitSpec{OperationsPerSecond: 5, Burst: 10}}
+		if managed {
+			o.Labels = map[string]string{wire.ManagedByLabel: "control-plane"}
+		}
+		return o
+	}
+	var err2 error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		o := rl("forged", true)
+		err2 = nexo.Create(ctx, o)
+		if err2 == nil {
+			_ = nexo.Delete(ctx, o)
+		}
+		return err2 != nil && strings.Contains(err2.Error(), "only the Nexo Manager"), nil
+	}); err != nil {
+		t.Fatalf("kustomize's admission policy never refused a managed object from an admin: %v", err2)
+	}
+	if err := nexo.Create(ctx, rl("plain", false)); err != nil {
+		t.Errorf("an unmanaged object under kustomize's admission policy: %v", err)
+	}
 }
 
 // TestKustomizeNamespacedGrantsOnlyRoleBindings builds config/namespaced: the operator watches
