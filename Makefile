@@ -113,6 +113,10 @@ demo-check: ## Assert on nexoctl status/preflight -o json against the running de
 
 ##@ Benchmark
 
+.PHONY: bench-heartbeat
+bench-heartbeat: cluster-tools ## The Manager's heartbeat bytes and memory at 1,000, 5,000 and 20,000 owned proxies (test/scale).
+	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./test/scale/
+
 BENCH_N ?= 1000
 .PHONY: bench
 bench: cluster-tools build ## Benchmark the operator on the full local cluster (BENCH_N proxies) and print the numbers.

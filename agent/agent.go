@@ -23,6 +23,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nexo-io/nexo-edge/connecttoken"
@@ -48,6 +49,9 @@ type Config struct {
 	// The Manager keeps its control-plane-<key id>.pem entries equal to the keys the Control
 	// Plane advertises in each heartbeat answer; other entries are left alone. "" disables it.
 	TrustedKeysSecret string
+	// RESTConfig is how the Manager watches its NexoProxies (a trimmed informer; see
+	// proxyInventory): the same identity as the client's.
+	RESTConfig *rest.Config
 	// WatchNamespaces, when set, are the only namespaces the Manager lists its proxies in and
 	// deploys into: the target namespaces of an OLM OperatorGroup (olm.targetNamespaces), where
 	// OLM grants it rights. Empty: every namespace (its rights are cluster-wide).
@@ -74,6 +78,9 @@ type Agent struct {
 	reachable     bool
 	// advertised are the signing keys of the last heartbeat answer (trusted for deploys too).
 	advertised map[string]ed25519.PublicKey
+
+	invMu sync.Mutex // guards inv's creation
+	inv   *proxyInventory
 }
 
 // Validate reports a configuration the Manager cannot run with, saying what to set.
@@ -181,6 +188,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// inventoryCatchUp is the pause between heartbeats while inventory changes wait to be sent.
+const inventoryCatchUp = time.Second
+
 // Round is one heartbeat and the commands it returned. It returns the next interval.
 func (a *Agent) Round(ctx context.Context) (time.Duration, error) {
 	resp, err := a.Heartbeat(ctx)
@@ -200,6 +210,10 @@ func (a *Agent) Round(ctx context.Context) (time.Duration, error) {
 	if next <= 0 {
 		next = 30 * time.Second
 	}
+	if a.inv.pending() {
+		// More changes than one heartbeat carries (a first report, a resync): send the rest now.
+		next = inventoryCatchUp
+	}
 	return next, nil
 }
 
@@ -213,6 +227,7 @@ func (a *Agent) Heartbeat(ctx context.Context) (*protocol.HeartbeatResponse, err
 	if err := a.post(ctx, "/v1/heartbeat", hb, &resp); err != nil {
 		return nil, err
 	}
+	a.inv.confirm(hb, &resp)
 	return &resp, nil
 }
 

@@ -216,7 +216,7 @@ func newAgent(t *testing.T, opts ...func(*agent.Config)) *agent.Agent {
 		defer logsMu.Unlock()
 		logs.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{})
-	cfg := agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system", TrustedKeysSecret: "nexo-trusted-keys",
+	cfg := agent.Config{TokenFile: tokenFile, ControlPlaneURL: cp.srv.URL, Namespace: "nexo-system", TrustedKeysSecret: "nexo-trusted-keys", RESTConfig: managerConfig,
 		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
 		}, Version: "0.2.0", AckAttempts: 2, Log: log,

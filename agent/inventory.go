@@ -62,13 +62,11 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	sort.Strings(hb.InstalledKinds)
 	hb.SchemaFingerprint, _ = fingerprint.Of(nexo)
 
-	if proxies, err := a.ownedProxies(ctx); err == nil {
-		for _, p := range proxies {
-			hb.Deployments = append(hb.Deployments, protocol.Deployment{Namespace: p.Namespace, Name: p.Name,
-				Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision})
-		}
+	inv, err := a.startInventory(ctx)
+	if err != nil {
+		return nil, err
 	}
-	hb.ManagedProxies = len(hb.Deployments)
+	inv.report(hb, protocol.MaxInventoryChanges)
 	return hb, nil
 }
 

@@ -129,6 +129,20 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "environment %s is bound to another cluster; issue a new connect token for this cluster", env.ID)
 		return
 	}
+	// The proxies go to the inventory table, one row each; the heartbeat record keeps the rest.
+	var inventoryDigest string
+	var resync bool
+	if slices.Contains(hb.Capabilities, protocol.CapInventoryDelta) {
+		inventoryDigest, resync, err = s.Store.ApplyInventory(r.Context(), env.ID, hb.InventoryBase, hb.InventoryDigest, hb.Changed, hb.Removed)
+	} else {
+		err = s.Store.ReplaceInventory(r.Context(), env.ID, hb.Deployments)
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "storage error")
+		s.log().Error("inventory", "environment", env.ID, "error", err)
+		return
+	}
+	hb.Deployments, hb.Changed, hb.Removed = nil, nil, nil
 	body, _ := json.Marshal(hb)
 	if err := s.Store.RecordHeartbeat(r.Context(), env.ID, string(body)); err != nil {
 		writeError(w, http.StatusInternalServerError, "storage error")
@@ -145,7 +159,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.log().Error("signing keys", "error", err)
 		return
 	}
-	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}, SigningKeys: keys}
+	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}, SigningKeys: keys,
+		InventoryDigest: inventoryDigest, InventoryResync: resync}
 	for _, rec := range records {
 		var c protocol.Command
 		if err := json.Unmarshal([]byte(rec.Body), &c); err == nil {
@@ -285,7 +300,10 @@ type EnvironmentView struct {
 	Environment
 	Health
 	Inventory *protocol.Heartbeat `json:"inventory,omitempty"`
-	Commands  []CommandRecord     `json:"commands"`
+	// InventoryComplete is false while a Manager's report of its proxies, spread over several
+	// heartbeats (a first report, a resync), is still arriving: Inventory.Deployments is partial.
+	InventoryComplete bool            `json:"inventoryComplete"`
+	Commands          []CommandRecord `json:"commands"`
 }
 
 // Heartbeat states of an environment, by the age of its last heartbeat against the interval the
@@ -359,6 +377,11 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) {
 	if body != "" {
 		var hb protocol.Heartbeat
 		_ = json.Unmarshal([]byte(body), &hb)
+		hb.Deployments, view.InventoryComplete, err = s.Store.Inventory(r.Context(), env.ID)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "storage error")
+			return
+		}
 		view.Inventory = &hb
 	}
 	view.Commands, _ = s.Store.Commands(r.Context(), env.ID)

@@ -21,6 +21,9 @@ const (
 	CapCRDKinds          = "inventory.crd-kinds"
 	CapSchemaFingerprint = "inventory.schema-fingerprint"
 	CapPipelineKinds     = "inventory.pipeline-kinds"
+	// CapInventoryDelta: the Manager reports its proxies as changes against the inventory the
+	// Control Plane confirmed (Heartbeat.InventoryBase), not as a full list (see Inventory).
+	CapInventoryDelta = "inventory.delta"
 	// CapPromotionContract: the Manager reports what a promotion between bundle versions needs
 	// (installed bundle version, kind set, schema fingerprint, accepted pipeline kinds), seed 001.
 	CapPromotionContract = "promotion-contract.v1"
@@ -49,7 +52,22 @@ type Heartbeat struct {
 	PipelineKinds     map[string][]string `json:"pipelineKinds,omitempty"`
 	InstalledKinds    []string            `json:"installedKinds,omitempty"`
 	SchemaFingerprint string              `json:"schemaFingerprint,omitempty"`
+
+	// With CapInventoryDelta, Deployments stays empty: the Manager sends what changed since the
+	// inventory the Control Plane last confirmed. InventoryBase is that inventory's digest (the
+	// empty inventory's at first, or after a resync), InventoryDigest the digest of everything
+	// the Manager holds now; Changed and Removed turn the first into the second, at most
+	// MaxInventoryChanges at a time (the rest follow at the next heartbeats). Unchanged proxies
+	// cost nothing per heartbeat.
+	InventoryBase   string       `json:"inventoryBase,omitempty"`
+	InventoryDigest string       `json:"inventoryDigest,omitempty"`
+	Changed         []Deployment `json:"changed,omitempty"`
+	Removed         []ObjectRef  `json:"removed,omitempty"`
 }
+
+// MaxInventoryChanges bounds the changes one heartbeat carries: about 120 bytes each, so a
+// heartbeat stays far below the Control Plane's 1 MiB limit however many proxies there are.
+const MaxInventoryChanges = 2000
 
 // Cluster is metadata about the cluster.
 type Cluster struct {
@@ -75,6 +93,12 @@ type HeartbeatResponse struct {
 	// the active one and those being retired (both valid during a rotation). The Manager keeps
 	// the cluster's trusted-keys Secret equal to this set.
 	SigningKeys []SigningKey `json:"signingKeys,omitempty"`
+	// InventoryDigest (to a Manager with CapInventoryDelta) is the digest of the inventory the
+	// Control Plane holds after this heartbeat: the Manager's next InventoryBase when it matches
+	// what the Manager expects. InventoryResync asks the Manager to start again from the empty
+	// inventory (the heartbeat's base was not the Control Plane's).
+	InventoryDigest string `json:"inventoryDigest,omitempty"`
+	InventoryResync bool   `json:"inventoryResync,omitempty"`
 }
 
 // SigningKey is one Control Plane public key.

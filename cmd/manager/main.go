@@ -82,6 +82,7 @@ func main() {
 		log.Error(err, "cannot build a discovery client")
 		os.Exit(1)
 	}
+	cfg.RESTConfig = restConfig
 	a := agent.New(cfg, c, d)
 	ctx := ctrl.SetupSignalHandler()
 	serve(ctx, probeAddr, func(mux *http.ServeMux) {

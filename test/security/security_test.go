@@ -275,7 +275,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(),
+	a := agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(), RESTConfig: cfg,
 		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
 		}}, c, d)
