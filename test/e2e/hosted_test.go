@@ -101,44 +101,6 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// The graph the Control Plane deploys: a router, a profile, the customer's license and a proxy.
-const graph = `apiVersion: nexo.io/v1alpha1
-kind: NexoDeploymentProfile
-metadata: {name: standard, namespace: shop}
-spec:
-  images: {ingress: registry.example.com/nexo/ingress:0.2.0, egress: registry.example.com/nexo/egress:0.2.0}
-  defaults: {replicas: 1}
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoRouter
-metadata: {name: by-database, namespace: shop}
-spec:
-  targets: [{name: primary, address: "mongo-0.mongo.db.svc:27017"}]
-  defaultTarget: primary
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoLicense
-metadata: {name: acme, namespace: shop}
-spec:
-  secretRef: {name: acme-license, key: license}
-  expectedLicensee: Acme Corp
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoPipeline
-metadata: {name: orders, namespace: shop}
-spec:
-  router: {kind: NexoRouter, name: by-database}
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoProxy
-metadata: {name: orders-proxy, namespace: shop}
-spec:
-  pipelineRef: {name: orders}
-  upstream: {name: primary, address: "mongo-0.mongo.db.svc:27017"}
-  profileRef: {name: standard}
-  licenseRef: {name: acme}
-  replicas: REPLICAS
-`
 
 func TestHostedPathEndToEnd(t *testing.T) {
 	ctx := context.Background()
@@ -288,7 +250,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	deploy := func(replicas int) {
 		t.Helper()
 		file := path(fmt.Sprintf("graph-%d.yaml", replicas))
-		_ = os.WriteFile(file, []byte(strings.Replace(graph, "REPLICAS", fmt.Sprint(replicas), 1)), 0o644)
+		_ = os.WriteFile(file, []byte(testinstall.HostedGraph("shop", replicas)), 0o644)
 		cp("command", "deploy", envID, "-f", file, "--namespace", "shop")
 	}
 	deploy(1)

@@ -281,7 +281,7 @@ func installAndCheck(t *testing.T, m mode) {
 	})
 	// A signed deploy becomes Ready.
 	graphFile := path("graph.yaml")
-	_ = os.WriteFile(graphFile, []byte(strings.ReplaceAll(graph, "namespace: shop", "namespace: "+m.deploy)), 0o644)
+	_ = os.WriteFile(graphFile, []byte(testinstall.HostedGraph(m.deploy, 1)), 0o644)
 	cp("command", "deploy", envID, "-f", graphFile, "--namespace", m.deploy)
 	proxy := &nexov1alpha1.NexoProxy{}
 	poll(t, "the deployed proxy is Ready", 3*time.Minute, olmLogs, func() (bool, string) {
@@ -308,7 +308,7 @@ func installAndCheck(t *testing.T, m mode) {
 
 	// Outside the OperatorGroup the Manager deploys nothing: its ack names the namespaces it serves.
 	if m.targets != nil {
-		_ = os.WriteFile(graphFile, []byte(strings.ReplaceAll(graph, "namespace: shop", "namespace: elsewhere")), 0o644)
+		_ = os.WriteFile(graphFile, []byte(testinstall.HostedGraph("elsewhere", 1)), 0o644)
 		printed := cp("command", "deploy", envID, "-f", graphFile, "--namespace", "elsewhere")
 		id := regexp.MustCompile(`queued deploy (\S+)`).FindStringSubmatch(printed)
 		if id == nil {
@@ -403,43 +403,6 @@ func channel(t *testing.T) string {
 	return string(m[1])
 }
 
-// The graph the Control Plane deploys: a router, a profile, the customer's license and a proxy.
-const graph = `apiVersion: nexo.io/v1alpha1
-kind: NexoDeploymentProfile
-metadata: {name: standard, namespace: shop}
-spec:
-  images: {ingress: registry.example.com/nexo/ingress:0.2.0, egress: registry.example.com/nexo/egress:0.2.0}
-  defaults: {replicas: 1}
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoRouter
-metadata: {name: by-database, namespace: shop}
-spec:
-  targets: [{name: primary, address: "mongo-0.mongo.db.svc:27017"}]
-  defaultTarget: primary
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoLicense
-metadata: {name: acme, namespace: shop}
-spec:
-  secretRef: {name: acme-license, key: license}
-  expectedLicensee: Acme Corp
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoPipeline
-metadata: {name: orders, namespace: shop}
-spec:
-  router: {kind: NexoRouter, name: by-database}
----
-apiVersion: nexo.io/v1alpha1
-kind: NexoProxy
-metadata: {name: orders-proxy, namespace: shop}
-spec:
-  pipelineRef: {name: orders}
-  upstream: {name: primary, address: "mongo-0.mongo.db.svc:27017"}
-  profileRef: {name: standard}
-  licenseRef: {name: acme}
-`
 
 func poll(t *testing.T, what string, timeout time.Duration, logs func() string, f func() (bool, string)) {
 	t.Helper()
