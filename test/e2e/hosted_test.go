@@ -101,7 +101,6 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-
 func TestHostedPathEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -403,7 +403,6 @@ func channel(t *testing.T) string {
 	return string(m[1])
 }
 
-
 func poll(t *testing.T, what string, timeout time.Duration, logs func() string, f func() (bool, string)) {
 	t.Helper()
 	last := ""
