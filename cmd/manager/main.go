@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nexo-io/nexo-edge/agent"
@@ -99,13 +99,21 @@ func main() {
 		// As the operator's: HTTPS, and only callers the API server authenticates (TokenReview)
 		// and allows GET on /metrics (SubjectAccessReview); plain HTTP only with --metrics-secure=false.
 		opts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: metricsSecure, CertDir: metricsCertDir}
-		if metricsSecure {
-			opts.FilterProvider = filters.WithAuthenticationAndAuthorization
-		}
 		httpClient, err := rest.HTTPClientFor(restConfig)
 		if err != nil {
 			log.Error(err, "cannot build an HTTP client")
 			os.Exit(1)
+		}
+		if metricsSecure {
+			cs, err := kubernetes.NewForConfigAndClient(restConfig, httpClient)
+			if err != nil {
+				log.Error(err, "cannot build a clientset")
+				os.Exit(1)
+			}
+			auth := &agent.MetricsAuth{Client: cs}
+			opts.FilterProvider = func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+				return func(_ logr.Logger, h http.Handler) (http.Handler, error) { return auth.Wrap(h), nil }, nil
+			}
 		}
 		srv, err := metricsserver.NewServer(opts, restConfig, httpClient)
 		if err != nil {
