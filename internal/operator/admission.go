@@ -40,8 +40,8 @@ func admissionPolicyApplier(c client.Client, namespace string, watched []string)
 	}
 }
 
-// ApplyAdmissionPolicy creates this installation's binding (which carries its parameters), then
-// server-side applies the shared policies and bindings. The binding is only ever created (the
+// ApplyAdmissionPolicy server-side applies the shared policies and bindings, and creates this
+// installation's binding (which carries its parameters). The binding is only ever created (the
 // operator may patch no binding but the shared ones, whose names are fixed): one that exists with
 // another spec or parameters is reported, for an admin to delete so the operator recreates it. c
 // must read from the API server, not a cache.
@@ -50,7 +50,7 @@ func admissionPolicyApplier(c client.Client, namespace string, watched []string)
 // parameters: once the policy takes parameters such a binding would be misconfigured and, failing
 // closed, refuse every nexo.io write. So the old binding is first pointed at this installation's
 // binding as its parameter (ignored while the policy takes none), the installation's binding is
-// created, and only then does the policy change.
+// created, and only then does the policy change. On a new cluster the policy comes first.
 func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string, watched []string) error {
 	policies, bindings, err := admission.Shared()
 	if err != nil {
@@ -69,9 +69,6 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
-	if err := createBinding(ctx, c, binding); err != nil {
-		return err
-	}
 	var apply []client.Object
 	for _, p := range policies {
 		apply = append(apply, p)
@@ -79,12 +76,30 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	for _, b := range bindings {
 		apply = append(apply, b)
 	}
-	for _, o := range apply {
-		if err := c.Patch(ctx, o, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
+	applyShared := func() error {
+		for _, o := range apply {
+			if err := c.Patch(ctx, o, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// A binding with parameters can only be created once its policy exists (the API server reads
+	// the policy's parameter kind to check the creator may read it). On a new cluster: the policy
+	// first. On an upgrade: the binding first, as said above.
+	switch err := c.Get(ctx, client.ObjectKey{Name: admission.ManagedObjectsPolicy}, &admissionregistrationv1.ValidatingAdmissionPolicy{}); {
+	case apierrors.IsNotFound(err):
+		if err := applyShared(); err != nil {
 			return err
 		}
+		return createBinding(ctx, c, binding)
+	case err != nil:
+		return err
 	}
-	return nil
+	if err := createBinding(ctx, c, binding); err != nil {
+		return err
+	}
+	return applyShared()
 }
 
 // createBinding creates the installation's binding, or checks that the one there is the same.
