@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -95,6 +96,7 @@ func run(m *testing.M) int {
 	serve := exec.Command(filepath.Join(olm, "fbcserve"), "--dir", fbc, "--cache", filepath.Join(dir, "cache"), "--addr", catalogAddr)
 	logf, _ := os.Create(filepath.Join(dir, "fbcserve.log"))
 	serve.Stdout, serve.Stderr = logf, logf
+	serve.SysProcAttr = orphanless
 	if err := serve.Start(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -167,6 +169,7 @@ func installAndCheck(t *testing.T, m mode) {
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, fmt.Sprintf("OLM_LISTEN=127.0.0.1:%d", port))
 		logf, _ := os.Create(path(name + ".log"))
 		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = orphanless
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -366,6 +369,7 @@ func controlPlane(t *testing.T, dir string) (func(args ...string) string, string
 	serve := exec.Command(bins["controlplane"], "serve", "--db", path("cp.db"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--signing-key", path("cp.key"), "--admin-token-file", path("admin-token"), "--heartbeat-interval", "1s")
 	serve.Stdout, serve.Stderr = logf, logf
+	serve.SysProcAttr = orphanless
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -402,6 +406,9 @@ func channel(t *testing.T) string {
 	}
 	return string(m[1])
 }
+
+// orphanless: a process the test starts dies with the test binary, even when a timeout kills it.
+var orphanless = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
 func poll(t *testing.T, what string, timeout time.Duration, logs func() string, f func() (bool, string)) {
 	t.Helper()
