@@ -29,7 +29,6 @@ import (
 type proxyInventory struct {
 	mu              sync.Mutex
 	owner           string
-	synced          func() bool
 	current         map[protocol.ObjectRef]protocol.Deployment
 	digest          protocol.Digest
 	confirmed       map[protocol.ObjectRef]protocol.Deployment
@@ -85,7 +84,6 @@ func (a *Agent) startInventory(ctx context.Context) (*proxyInventory, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv.synced = reg.HasSynced
 	go func() { _ = c.Start(context.WithoutCancel(ctx)) }()
 	syncCtx, cancel := context.WithTimeout(ctx, inventorySyncTimeout)
 	defer cancel()

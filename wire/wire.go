@@ -1,8 +1,30 @@
 // Package wire holds the names that cross a process boundary: the objects, keys, labels and
 // annotations one component writes and another reads (the Manager and nexoctl, the Control
 // Plane's signatures and the operator, the chart and the binaries). A name lives here once, so
-// a reader cannot drift from its writer. It imports nothing.
+// a reader cannot drift from its writer. It imports only the standard library.
 package wire
+
+import (
+	"slices"
+	"strings"
+)
+
+// WatchNamespacesEnv carries the namespaces an installation serves into the operator and the
+// Manager: OLM's olm.targetNamespaces annotation, through the CSV's Deployments ("" under an
+// AllNamespaces OperatorGroup). Both binaries read it as the default of --watch-namespaces.
+const WatchNamespacesEnv = "WATCH_NAMESPACES"
+
+// SplitNamespaces reads a comma-separated namespace list (--watch-namespaces,
+// WatchNamespacesEnv): trimmed, empty entries dropped, each namespace once. Empty means all.
+func SplitNamespaces(s string) []string {
+	var out []string
+	for _, ns := range strings.Split(s, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
 
 // Deployments and ServiceAccounts of an installation (chart, kustomize and CSV use these names).
 const (

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +42,7 @@ func main() {
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", wire.TrustedKeysSecret, "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
 	var watch string
-	flag.StringVar(&watch, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces the Manager lists its proxies in and deploys into (OLM sets WATCH_NAMESPACES from the OperatorGroup's target namespaces); empty: all")
+	flag.StringVar(&watch, "watch-namespaces", os.Getenv(wire.WatchNamespacesEnv), "comma-separated namespaces the Manager lists its proxies in and deploys into (OLM sets WATCH_NAMESPACES from the OperatorGroup's target namespaces); empty: all")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "address of /metrics; 0 disables it")
@@ -54,11 +53,7 @@ func main() {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	for _, ns := range strings.Split(watch, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(cfg.WatchNamespaces, ns) {
-			cfg.WatchNamespaces = append(cfg.WatchNamespaces, ns)
-		}
-	}
+	cfg.WatchNamespaces = wire.SplitNamespaces(watch)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
 	if err := cfg.Validate(); err != nil {

@@ -25,7 +25,7 @@ func main() {
 	flag.StringVar(&cfg.PprofAddr, "pprof-bind-address", "", "address of net/http/pprof for profiling; empty disables it")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", false, "elect a leader so several replicas can run")
 	// OLM passes its OperatorGroup's target namespaces through WATCH_NAMESPACES.
-	flag.StringVar(&watch, "watch-namespaces", os.Getenv("WATCH_NAMESPACES"), "comma-separated namespaces to reconcile; empty means all (default $WATCH_NAMESPACES)")
+	flag.StringVar(&watch, "watch-namespaces", os.Getenv(wire.WatchNamespacesEnv), "comma-separated namespaces to reconcile; empty means all (default $WATCH_NAMESPACES)")
 	flag.BoolVar(&cfg.RequireSignatures, "require-signatures", false, "refuse every Nexo object that is not signed by a trusted key")
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", wire.TrustedKeysSecret, "Secret in the operator namespace holding trusted signing public keys")
 	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")
@@ -43,7 +43,7 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setGCPercent(*gcPercent)
-	cfg.WatchNamespaces = splitList(watch)
+	cfg.WatchNamespaces = wire.SplitNamespaces(watch)
 	cfg.LicenseKeyFiles = splitList(licenseKeys)
 
 	log := ctrl.Log.WithName("setup")

@@ -21,6 +21,7 @@ import (
 	"github.com/blang/semver/v4"
 	"github.com/operator-framework/api/pkg/lib/version"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/config/admission"
+	"github.com/nexo-io/nexo-edge/wire"
 )
 
 const (
@@ -250,11 +252,11 @@ func chartAdmissionPolicies(chartDir string) error {
 		}
 	}
 	const nsToken, scopeToken = "RELEASE-NAMESPACE", "WATCHED-NAMESPACES"
-	b, err := yaml.Marshal(admission.Installation(nsToken, []string{scopeToken}))
+	b, err := bindingYAML(admission.Installation(nsToken, []string{scopeToken}))
 	if err != nil {
 		return err
 	}
-	body := strings.Replace(strings.Replace(string(b), "  creationTimestamp: null\n", "", 1), partOf[1:], "  labels:\n"+chartLabels, 1)
+	body := strings.Replace(b, partOf[1:], "  labels:\n"+chartLabels, 1)
 	body = strings.ReplaceAll(body, admission.NamespacesAnnotation+": "+scopeToken, admission.NamespacesAnnotation+": {{ include \"nexo.admissionScope\" . | quote }}")
 	body = strings.ReplaceAll(body, nsToken, "{{ .Release.Namespace }}")
 	if strings.Contains(body, scopeToken) || !strings.Contains(body, "{{ .Release.Namespace }}") {
@@ -263,10 +265,13 @@ func chartAdmissionPolicies(chartDir string) error {
 	bodies = append(bodies, body)
 	vap := generatedHeader + "# One nexo-managed-objects policy per cluster, bound once per installation with its own parameters\n" +
 		"# (docs/security.md, \"Admission\").\n{{- if .Values.admissionPolicy.enabled }}\n" + strings.Join(bodies, "---\n") + "{{- end }}\n"
-	if err := os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644); err != nil {
-		return err
-	}
-	return nil
+	return os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644)
+}
+
+// bindingYAML is an installation's binding as YAML, without the empty creationTimestamp.
+func bindingYAML(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (string, error) {
+	raw, err := yaml.Marshal(b)
+	return strings.Replace(string(raw), "  creationTimestamp: null\n", "", 1), err
 }
 
 // kustomizeAdmissionInstallation writes config/admission/installation.yaml: the nexo-system
@@ -276,13 +281,12 @@ func kustomizeAdmissionInstallation() error {
 	// prunes nothing, and the old parameterless binding would be misconfigured under the new policy.
 	binding := admission.Installation("nexo-system", nil)
 	binding.Name, binding.Spec.ParamRef.Name = admission.ManagedObjectsPolicy, admission.ManagedObjectsPolicy
-	b, err := yaml.Marshal(binding)
+	b, err := bindingYAML(binding)
 	if err != nil {
 		return err
 	}
 	out := generatedHeader + "# This installation's binding of the nexo-managed-objects policy; its annotations are its parameters:\n" +
-		"# its Manager and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n" +
-		strings.Replace(string(b), "  creationTimestamp: null\n", "", 1)
+		"# its Manager and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n" + b
 	return os.WriteFile("config/admission/installation.yaml", []byte(out), 0o644)
 }
 
@@ -747,7 +751,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	}
 	// OLM tells the operator which namespaces it serves through this annotation.
 	c := &opDep.Spec.Template.Spec.Containers[0]
-	c.Env = append(c.Env, corev1EnvFromAnnotation("WATCH_NAMESPACES", "metadata.annotations['olm.targetNamespaces']"))
+	c.Env = append(c.Env, corev1EnvFromAnnotation(wire.WatchNamespacesEnv, "metadata.annotations['olm.targetNamespaces']"))
 	// A bundle cannot carry the admission policy; the operator applies it (docs/security.md).
 	c.Args = append(c.Args, "--ensure-admission-policy")
 	// Authenticated metrics: TokenReview and SubjectAccessReview (config/rbac/metrics_auth.yaml).
@@ -768,7 +772,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	}
 	// The Manager serves the same namespaces as the operator: where OLM grants it rights.
 	mgrC := &mgrDep.Spec.Template.Spec.Containers[0]
-	mgrC.Env = append(mgrC.Env, corev1EnvFromAnnotation("WATCH_NAMESPACES", "metadata.annotations['olm.targetNamespaces']"))
+	mgrC.Env = append(mgrC.Env, corev1EnvFromAnnotation(wire.WatchNamespacesEnv, "metadata.annotations['olm.targetNamespaces']"))
 	mgrCluster, err := rulesOf("config/agent/agent.yaml", "ClusterRole")
 	if err != nil {
 		return nil, err

@@ -60,7 +60,7 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 	legacy := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 	switch err := c.Get(ctx, client.ObjectKey{Name: admission.ManagedObjectsPolicy}, legacy); {
 	case err == nil && legacy.Spec.ParamRef == nil: // one with parameters is kustomize's, another installation's
-		repoint := admission.Installation(namespace, watched)
+		repoint := binding.DeepCopy()
 		repoint.Name, repoint.Annotations, repoint.Labels = admission.ManagedObjectsPolicy, nil, legacy.Labels
 		repoint.Spec.ParamRef.Name = binding.Name
 		if err := c.Patch(ctx, repoint, client.Apply, controllers.FieldOwner, client.ForceOwnership); err != nil {
