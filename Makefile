@@ -22,7 +22,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1.
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./internal/operator/... output:rbac:artifacts:config=config/rbac/generated
+	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./operator/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/crdmeta
 
 .PHONY: chart
@@ -76,8 +76,8 @@ test-olm: cluster-tools ## Install the bundle through real OLM in the AllNamespa
 	NEXO_TEST_BIN=$(BIN) OLM_TOOLS=$(OLM_TOOLS) go test -count=1 -timeout 40m -v -run TestInstallModes ./test/olm/
 
 # Fuzz targets (package:target); their seed corpora (f.Add and testdata/fuzz) also run in make test.
-FUZZ_TARGETS := signature:FuzzSignVerify license:FuzzParse connecttoken:FuzzParse manifest:FuzzRead controlplane:FuzzRequests preflight:FuzzOffline \
-	controllers:FuzzResolveGraph render:FuzzRender agent:FuzzCommands
+FUZZ_TARGETS := contract/signature:FuzzSignVerify contract/license:FuzzParse contract/connecttoken:FuzzParse contract/manifest:FuzzRead \
+	controlplane:FuzzRequests preflight:FuzzOffline controllers:FuzzResolveGraph controllers/render:FuzzRender manager:FuzzCommands
 FUZZTIME ?= 10s
 
 .PHONY: fuzz

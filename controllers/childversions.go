@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 )
 
 // childID names one child of a proxy (kind is one of kindOf's constants).

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 )
 
 func TestChildVersions(t *testing.T) {

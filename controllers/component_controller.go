@@ -16,7 +16,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/contract/signature"
 )
 
 // ComponentReconciler reconciles a kind whose only job is to be valid: pipelines, profiles,

@@ -14,10 +14,10 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/randomgraph"
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
-	"github.com/nexo-io/nexo-edge/render"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
+	"github.com/nexo-io/nexo-edge/test/framework/randomgraph"
 )
 
 // FuzzResolveGraph resolves random graphs: pipelines whose refs name any catalog kind

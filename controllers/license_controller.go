@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/license"
+	"github.com/nexo-io/nexo-edge/contract/license"
 )
 
 // NexoLicense index and recheck bound.

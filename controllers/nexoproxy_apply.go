@@ -19,9 +19,9 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
-	"github.com/nexo-io/nexo-edge/render"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
 // FieldOwner is the operator's field manager on every write.

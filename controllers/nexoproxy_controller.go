@@ -26,7 +26,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
 // waitRequeue is how soon a proxy waiting for a reference is checked again.

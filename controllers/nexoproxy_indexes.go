@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
 // Field indexes on every reference, so a change re-queues exactly the proxies that use it.

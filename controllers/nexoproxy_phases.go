@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
-	"github.com/nexo-io/nexo-edge/render"
+	"github.com/nexo-io/nexo-edge/controllers/render"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
 // proxyScope is one reconcile pass over a NexoProxy: what its phases read and decided. The

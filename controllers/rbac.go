@@ -20,7 +20,7 @@ package controllers
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 //
 // Events on NexoProxies (phase changes, blocked reasons, conflicts, rollouts), in the proxies'
-// namespaces, through the events.k8s.io API (internal/eventpost).
+// namespaces, through the events.k8s.io API (controllers/eventpost).
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
 //
 // Leader election (in the operator namespace; see config/rbac/leader_election_role.yaml) and

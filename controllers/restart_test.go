@@ -20,9 +20,9 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/controllers"
-	"github.com/nexo-io/nexo-edge/internal/operator"
-	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/operator"
 )
 
 // quiesce waits until the operator has made no mutating call for quiet.

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/render"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // configOf lists the config ConfigMaps a pod template names.

@@ -17,9 +17,9 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/eventpost"
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/eventpost"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
 // Options configure every controller.

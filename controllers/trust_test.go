@@ -15,12 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/license"
-	"github.com/nexo-io/nexo-edge/render"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/signature"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/license"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 // tenantClient is a plain user with edit rights on Nexo objects and Secrets in one namespace

@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/nexo-io/nexo-edge/internal/slimcache"
+	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
 // deploymentVersion is the version a Deployment child is remembered at: its generation (status

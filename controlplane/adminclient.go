@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 )
 
 // AdminClient calls the admin API (used by cmd/controlplane and the demo).

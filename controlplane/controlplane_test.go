@@ -14,10 +14,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/nexo-io/nexo-edge/connecttoken"
+	"github.com/nexo-io/nexo-edge/contract/connecttoken"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/controlplane"
-	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/signature"
 )
 
 const admin = "admin-secret"

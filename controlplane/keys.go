@@ -7,8 +7,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/signature"
 )
 
 // The Control Plane's signing keys live in its store: one active key signs new manifests, and

@@ -14,7 +14,7 @@ import (
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver
 
-	"github.com/nexo-io/nexo-edge/protocol"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 )
 
 // Store persists environments, commands and the last heartbeat of each environment.

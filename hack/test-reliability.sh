@@ -32,7 +32,7 @@ suite() { # name, command...
 suite faults go test -count=1 -v -timeout 75m ./test/reliability/ -args -proxies="$proxies" -kills="$kills" -seed="${SEED:-0}"
 suite e2e go test -count=1 -v -timeout 30m -run '^TestHostedPathEndToEnd$' ./test/e2e/
 suite readyz go test -count=1 -v -run '^TestReadyzIsHonest$' ./test/security/
-suite tampering go test -count=1 -v -run '^TestEveryFieldIsCovered$' ./signature/
+suite tampering go test -count=1 -v -run '^TestEveryFieldIsCovered$' ./contract/signature/
 
 # fuzz PKG NAME LOG: one run; a bare "context deadline exceeded" at the -fuzztime boundary with
 # no failing input written is Go's coordinator race (golang/go#75804, fixed in Go 1.27, not in
@@ -48,7 +48,7 @@ fuzz() {
 for t in ${FUZZ_TARGETS:?set by make test-reliability}; do
   pkg=${t%%:*} name=${t##*:}
   printf '\n==> fuzz %s %s (%s)\n' "$pkg" "$name" "$fuzztime"
-  log="$out/fuzz-$pkg-$name.log"
+  log="$out/fuzz-${pkg//\//-}-$name.log"
   if fuzz "$pkg" "$name" "$log"; then
     execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
     go run ./hack/reliability-report add "$report" fuzz "$pkg $name ($fuzztime)" "${execs:-0} executions, 0 failures"

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/connecttoken"
-	"github.com/nexo-io/nexo-edge/fingerprint"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/connecttoken"
+	"github.com/nexo-io/nexo-edge/contract/fingerprint"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 )
 
 // MinKubernetesVersion is the oldest Kubernetes this build supports.

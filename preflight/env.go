@@ -17,9 +17,9 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/fingerprint"
-	"github.com/nexo-io/nexo-edge/manifest"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/fingerprint"
+	"github.com/nexo-io/nexo-edge/contract/manifest"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 )
 
 // Env is what the checks look at: a cluster, or a folder of manifests (Offline).

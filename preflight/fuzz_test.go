@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nexo-io/nexo-edge/manifest"
+	"github.com/nexo-io/nexo-edge/contract/manifest"
 )
 
 // FuzzOffline runs the offline checks (support matrix, pipeline references, images) over

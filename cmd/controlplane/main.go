@@ -7,12 +7,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/nexo-io/nexo-edge/internal/controlplanecmd"
+	"github.com/nexo-io/nexo-edge/controlplane/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := controlplanecmd.NewRootCmd(os.Stdout).ExecuteContext(ctx)
+	err := cli.NewRootCmd(os.Stdout).ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		os.Exit(1)

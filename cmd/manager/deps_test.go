@@ -16,13 +16,13 @@ func TestManagerLinksNoOperatorCode(t *testing.T) {
 	}
 	forbidden := []string{
 		"github.com/nexo-io/nexo-edge/controllers",
-		"github.com/nexo-io/nexo-edge/render",
+		"github.com/nexo-io/nexo-edge/controllers/render",
 		"github.com/nexo-io/nexo-edge/preflight",
-		"github.com/nexo-io/nexo-edge/internal/operator",
-		"github.com/nexo-io/nexo-edge/internal/nexoctl",
+		"github.com/nexo-io/nexo-edge/operator",
+		"github.com/nexo-io/nexo-edge/nexoctl",
 		"charm.land/lipgloss",
 		// controller-runtime's metrics filters bring in k8s.io/apiserver's authenticators: 36 MB of
-		// binary and about 20 MiB of memory. agent.MetricsAuth does the same reviews on client-go.
+		// binary and about 20 MiB of memory. manager.MetricsAuth does the same reviews on client-go.
 		"sigs.k8s.io/controller-runtime/pkg/metrics/filters",
 	}
 	for _, dep := range strings.Fields(string(out)) {

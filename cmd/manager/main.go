@@ -22,15 +22,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/nexo-io/nexo-edge/agent"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/signature"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/manager"
 )
 
 func main() {
-	cfg := agent.Config{Version: buildVersion()}
+	cfg := manager.Config{Version: buildVersion()}
 	var keysDir, probeAddr, metricsAddr string
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/nexo/connect-token/token", "connect token file (the mounted Secret; re-read on every heartbeat)")
 	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", os.Getenv("NEXO_CONTROL_PLANE_URL"), "Control Plane URL, from the Control Plane's install command; required (default $NEXO_CONTROL_PLANE_URL)")
@@ -78,7 +78,7 @@ func main() {
 		os.Exit(1)
 	}
 	cfg.RESTConfig = restConfig
-	a := agent.New(cfg, c, d)
+	a := manager.New(cfg, c, d)
 	ctx := ctrl.SetupSignalHandler()
 	serve(ctx, probeAddr, func(mux *http.ServeMux) {
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -105,7 +105,7 @@ func main() {
 				log.Error(err, "cannot build a clientset")
 				os.Exit(1)
 			}
-			auth := &agent.MetricsAuth{Client: cs}
+			auth := &manager.MetricsAuth{Client: cs}
 			opts.FilterProvider = func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
 				return func(_ logr.Logger, h http.Handler) (http.Handler, error) { return auth.Wrap(h), nil }, nil
 			}
@@ -133,7 +133,7 @@ func main() {
 		os.Exit(1)
 	}
 	host, _ := os.Hostname()
-	agent.RunElected(ctx, cs, cfg.Namespace, host+"-"+strconv.Itoa(os.Getpid()), agent.DefaultLeaseTimings, log, func(ctx context.Context) { _ = a.Run(ctx) })
+	manager.RunElected(ctx, cs, cfg.Namespace, host+"-"+strconv.Itoa(os.Getpid()), manager.DefaultLeaseTimings, log, func(ctx context.Context) { _ = a.Run(ctx) })
 }
 
 // readKeysDir reads every file of dir as an ed25519 public key; other files are skipped.

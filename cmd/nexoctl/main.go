@@ -6,7 +6,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/nexo-io/nexo-edge/internal/nexoctl"
+	"github.com/nexo-io/nexo-edge/nexoctl"
 )
 
 func main() {

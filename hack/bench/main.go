@@ -47,13 +47,13 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/eventpost"
-	"github.com/nexo-io/nexo-edge/internal/fleet"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/license"
-	"github.com/nexo-io/nexo-edge/render"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/signature"
+	"github.com/nexo-io/nexo-edge/contract/license"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/controllers/eventpost"
+	"github.com/nexo-io/nexo-edge/controllers/render"
+	"github.com/nexo-io/nexo-edge/test/framework/fleet"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 const (

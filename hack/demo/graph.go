@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nexo-io/nexo-edge/internal/nexoctl/statuscmd"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // demoGraph is the orders graph from config/samples, trimmed to a router, tenant isolation, PII

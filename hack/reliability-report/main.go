@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
+	"github.com/nexo-io/nexo-edge/test/framework/reliabilityreport"
 )
 
 func main() {

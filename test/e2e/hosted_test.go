@@ -40,15 +40,15 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/license"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
-	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/license"
-	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/signature"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/test/framework/reliabilityreport"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 var (

@@ -23,7 +23,7 @@ import (
 	"github.com/operator-framework/api/pkg/validation"
 
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // TestBundleValidates runs the suites `operator-sdk bundle validate` runs by default and with
@@ -55,7 +55,7 @@ func TestBundleValidates(t *testing.T) {
 		for _, w := range r.Warnings {
 			nWarn++
 			// The deprecated-API check matches RBAC rules by group and resource only: a rule for
-			// events.k8s.io "events" (the v1 Events API the operator posts to, internal/eventpost)
+			// events.k8s.io "events" (the v1 Events API the operator posts to, controllers/eventpost)
 			// reads to it as the events.k8s.io/v1beta1 removed in 1.25. Rules carry no version.
 			if strings.Contains(w.Error(), "Migrate the API(s) for events:") && eventsRuleOnly(bundle.CSV) {
 				t.Logf("known false positive (%s): %s", r.Name, w.Error())

@@ -26,11 +26,11 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/manifest"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/manifest"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 var chartDir = filepath.Join(testcluster.RepoRoot(), "charts", "nexo-edge")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // TestDocsLinksStayInTheRepository: every link of the README, the CHANGELOG and docs/ points at

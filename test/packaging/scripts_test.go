@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // TestNoEarlyExitPipes: no script CI runs pipes into a reader that may stop reading early

@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 // Faults the link between the Manager and the Control Plane injects.

@@ -10,11 +10,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/nexo-io/nexo-edge/agent"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/manager"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 // TestManagerLeaderKill: two Managers run from the chart's Deployment (leader election on, the
@@ -76,5 +76,5 @@ func TestManagerLeaderKill(t *testing.T) {
 		t.Fatal("the new active Manager did not apply the next deploy")
 	}
 	figure(t, "Manager leader kill -9, the standby takes the Lease", fmt.Sprintf("%.1fs (lease %s, renew deadline %s, retry %s); it applies the next deploy; the standby applied nothing before",
-		takeover.Seconds(), agent.DefaultLeaseTimings.Duration, agent.DefaultLeaseTimings.RenewDeadline, agent.DefaultLeaseTimings.RetryPeriod))
+		takeover.Seconds(), manager.DefaultLeaseTimings.Duration, manager.DefaultLeaseTimings.RenewDeadline, manager.DefaultLeaseTimings.RetryPeriod))
 }

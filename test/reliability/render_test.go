@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nexo-io/nexo-edge/internal/randomgraph"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/scheme"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/test/framework/randomgraph"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // TestRenderedObjectsAreAccepted renders random graphs within what the CRDs admit (the

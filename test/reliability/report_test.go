@@ -3,7 +3,7 @@ package reliability_test
 import (
 	"testing"
 
-	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
+	"github.com/nexo-io/nexo-edge/test/framework/reliabilityreport"
 )
 
 // figure records one line of the reliability report (make test-reliability prints the table).

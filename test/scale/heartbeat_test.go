@@ -32,13 +32,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/nexo-io/nexo-edge/agent"
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/manager"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 const (
@@ -163,7 +163,7 @@ func managerConfig(tb testing.TB) *rest.Config {
 	return cfg
 }
 
-func newManager(t *testing.T) *agent.Agent {
+func newManager(t *testing.T) *manager.Agent {
 	t.Helper()
 	cfg := managerConfig(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -178,7 +178,7 @@ func newManager(t *testing.T) *agent.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: cpURL, Namespace: testinstall.Namespace, Version: "scale",
+	return manager.New(manager.Config{TokenFile: tokenFile, ControlPlaneURL: cpURL, Namespace: testinstall.Namespace, Version: "scale",
 		RESTConfig: cfg, Log: logr.Discard()}, c, d)
 }
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 // tokenSecret is a Secret the token controller would fill with a token for ServiceAccount sa.

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nexo-io/nexo-edge/internal/rbacdoc"
+	"github.com/nexo-io/nexo-edge/test/framework/rbacdoc"
 )
 
 // install describes one chart installation the matrix is checked against.

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
-	"github.com/nexo-io/nexo-edge/internal/operator"
-	"github.com/nexo-io/nexo-edge/internal/reliabilityreport"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
+	"github.com/nexo-io/nexo-edge/operator"
+	"github.com/nexo-io/nexo-edge/test/framework/reliabilityreport"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 // cutProxy forwards TCP to target until cut: then every open connection is closed and new ones

@@ -30,17 +30,17 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/nexo-io/nexo-edge/agent"
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
-	"github.com/nexo-io/nexo-edge/internal/operator"
-	"github.com/nexo-io/nexo-edge/internal/rbacdoc"
-	"github.com/nexo-io/nexo-edge/internal/testcluster"
-	"github.com/nexo-io/nexo-edge/internal/testinstall"
-	"github.com/nexo-io/nexo-edge/protocol"
-	"github.com/nexo-io/nexo-edge/scheme"
-	"github.com/nexo-io/nexo-edge/signature"
-	"github.com/nexo-io/nexo-edge/wire"
+	"github.com/nexo-io/nexo-edge/manager"
+	"github.com/nexo-io/nexo-edge/operator"
+	"github.com/nexo-io/nexo-edge/test/framework/rbacdoc"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 var (
@@ -275,7 +275,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := agent.New(agent.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(), RESTConfig: cfg,
+	a := manager.New(manager.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(), RESTConfig: cfg,
 		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
 		}}, c, d)
@@ -287,7 +287,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	}
 	leading := make(chan struct{})
 	leaseCtx, stopLease := context.WithCancel(ctx)
-	go agent.RunElected(leaseCtx, cs, testinstall.Namespace, "security-test", agent.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
+	go manager.RunElected(leaseCtx, cs, testinstall.Namespace, "security-test", manager.LeaseTimings{Duration: 5 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
 		logr.Discard(), func(ctx context.Context) { close(leading); <-ctx.Done() })
 	select {
 	case <-leading:

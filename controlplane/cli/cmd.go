@@ -1,0 +1,356 @@
+// Package cli is the command line of the reference Control Plane: serve, keygen,
+// env create/show, command deploy/rollout/upgrade/uninstall (through the admin API).
+package cli
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nexo-io/nexo-edge/contract/manifest"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/controlplane"
+)
+
+// NewRootCmd builds the command.
+func NewRootCmd(out io.Writer) *cobra.Command {
+	root := &cobra.Command{Use: "controlplane", Short: "Reference Nexo Control Plane for tests and local development", SilenceUsage: true}
+	var server, adminTokenFile string
+	root.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8090", "Control Plane URL (admin commands)")
+	root.PersistentFlags().StringVar(&adminTokenFile, "admin-token-file", "", "file holding the admin token")
+	adminCall := func(method, path string, body, outv any) error {
+		tok, err := os.ReadFile(adminTokenFile)
+		if err != nil {
+			return fmt.Errorf("read the admin token: %w", err)
+		}
+		return controlplane.AdminClient{URL: server, Token: strings.TrimSpace(string(tok))}.Do(method, path, body, outv)
+	}
+	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall), signingKeyCmd(out, adminCall))
+	return root
+}
+
+func serveCmd() *cobra.Command {
+	var db, listen, keyFile, adminTokenFile, cert, key string
+	var heartbeat time.Duration
+	var insecure bool
+	var publicURL string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Manager protocol and the admin API",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			host, _, err := net.SplitHostPort(listen)
+			if err != nil {
+				return err
+			}
+			loopback := host == "localhost" || (net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback())
+			if cert == "" && !loopback && !insecure {
+				return errors.New("TLS is required off loopback: pass --tls-cert and --tls-key (or --insecure for a lab)")
+			}
+			pem, err := os.ReadFile(keyFile)
+			if err != nil {
+				return fmt.Errorf("read the signing key (create one with controlplane keygen): %w", err)
+			}
+			priv, err := signature.ParsePrivateKey(pem)
+			if err != nil {
+				return err
+			}
+			adminTok, err := os.ReadFile(adminTokenFile)
+			if err != nil {
+				return fmt.Errorf("read the admin token: %w", err)
+			}
+			store, err := controlplane.Open(db)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if publicURL == "" {
+				scheme := "http"
+				if cert != "" {
+					scheme = "https"
+				}
+				publicURL = scheme + "://" + listen
+			}
+			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default(), PublicURL: publicURL}
+			srv := controlplane.NewHTTPServer(listen, s.Handler())
+			go func() { <-cmd.Context().Done(); _ = srv.Shutdown(context.Background()) }()
+			slog.Info("control plane listening", "address", listen, "tls", cert != "", "signingKey", signature.KeyID(priv.Public().(ed25519.PublicKey)))
+			if cert != "" {
+				err = srv.ListenAndServeTLS(cert, key)
+			} else {
+				err = srv.ListenAndServe()
+			}
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&db, "db", "controlplane.db", "SQLite database file")
+	f.StringVar(&listen, "listen", "127.0.0.1:8090", "address to listen on")
+	f.StringVar(&keyFile, "signing-key", "controlplane.key", "ed25519 private key (PEM) that signs deploy manifests")
+	f.StringVar(&adminTokenFile, "admin-token-file", "admin-token", "file holding the admin API token")
+	f.StringVar(&cert, "tls-cert", "", "TLS certificate (required off loopback)")
+	f.StringVar(&key, "tls-key", "", "TLS key")
+	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP off loopback")
+	f.StringVar(&publicURL, "public-url", "", "the URL Managers reach this Control Plane at, named in install commands (default: the listen address)")
+	f.DurationVar(&heartbeat, "heartbeat-interval", 30*time.Second, "nextHeartbeatSeconds sent to Managers")
+	return cmd
+}
+
+func keygenCmd(out io.Writer) *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "keygen",
+		Short: "Create the signing key pair (KEY and KEY.pub)",
+		RunE: func(*cobra.Command, []string) error {
+			pub, priv, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, signature.MarshalPrivateKey(priv), 0o600); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path+".pub", signature.MarshalPublicKey(pub), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "wrote %s and %s.pub (key id %s); put the .pub into the operator's trusted-keys Secret\n", path, path, signature.KeyID(pub))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "out", "controlplane.key", "private key file")
+	return cmd
+}
+
+type caller func(method, path string, body, out any) error
+
+func envCmd(out io.Writer, call caller) *cobra.Command {
+	env := &cobra.Command{Use: "env", Short: "Register and inspect environments"}
+	var tokenOut string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Register an environment; its connect token is shown once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var e controlplane.NewEnvironment
+			if err := call("POST", "/admin/environments", map[string]string{"name": args[0]}, &e); err != nil {
+				return err
+			}
+			if tokenOut != "" {
+				if err := os.WriteFile(tokenOut, []byte(e.Token), 0o600); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "environment %s (%s); connect token written to %s (only shown this once)\n", e.ID, e.Name, tokenOut)
+				return nil
+			}
+			fmt.Fprintf(out, "environment %s (%s)\nconnect token (only shown this once):\n%s\n", e.ID, e.Name, e.Token)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&tokenOut, "token-out", "", "write the token to this file (mode 0600) instead of printing it")
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Print an environment's inventory and command history as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var v controlplane.EnvironmentView
+			if err := call("GET", "/admin/environments/"+args[0], nil, &v); err != nil {
+				return err
+			}
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(v)
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List environments with their heartbeat state (never, healthy, stale, lost) and age",
+		Args:  cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			var envs []controlplane.EnvironmentSummary
+			if err := call("GET", "/admin/environments", nil, &envs); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tLAST HEARTBEAT\tAGE")
+			for _, e := range envs {
+				last, age := "-", "-"
+				if e.LastHeartbeat != nil {
+					last = e.LastHeartbeat.UTC().Format(time.RFC3339)
+				}
+				if e.AgeSeconds != nil {
+					age = (time.Duration(*e.AgeSeconds) * time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.Name, e.State, last, age)
+			}
+			return tw.Flush()
+		},
+	}
+	var grace time.Duration
+	var newTokenOut string
+	rotate := &cobra.Command{
+		Use:   "rotate-token ID --token-out FILE",
+		Short: "Issue a new connect token; the old one works until the Manager uses the new one or --grace passes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var r controlplane.RotatedToken
+			if err := call("POST", "/admin/environments/"+args[0]+"/token", map[string]int64{"graceSeconds": int64(grace.Seconds())}, &r); err != nil {
+				return err
+			}
+			if err := os.WriteFile(newTokenOut, []byte(r.Token), 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "new connect token for %s written to %s; install it with: nexoctl install --token-file %s\nthe old token stops working when the Manager first uses the new one, at the latest %s\n",
+				args[0], newTokenOut, newTokenOut, r.OldValidUntil.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	rotate.Flags().DurationVar(&grace, "grace", controlplane.DefaultTokenGrace, "how long the old token stays valid at the most")
+	rotate.Flags().StringVar(&newTokenOut, "token-out", "", "file for the new token (mode 0600); it is never printed")
+	_ = rotate.MarkFlagRequired("token-out")
+	install := &cobra.Command{
+		Use:   "install-command ID",
+		Short: "Print the version-pinned install command and values for an environment (nexoctl, Helm values, OLM Subscription)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var ic controlplane.InstallCommand
+			if err := call("GET", "/admin/environments/"+args[0]+"/install", nil, &ic); err != nil {
+				return err
+			}
+			values, _ := json.Marshal(ic.HelmValues)
+			fmt.Fprintf(out, "# Nexo Edge %s for environment %s; the connect token is the file you saved (never part of these commands)\n", ic.Version, ic.Environment)
+			fmt.Fprintf(out, "\n# nexoctl (Helm SDK, chart embedded):\n%s\n", ic.Nexoctl)
+			fmt.Fprintf(out, "\n# Helm values:\n%s\n", values)
+			fmt.Fprintf(out, "\n# OLM: apply this Subscription, then add the token Secret:\n%s\n%s\n", ic.OLMSubscription, ic.OLMTokenSecret)
+			return nil
+		},
+	}
+	env.AddCommand(create, show, list, rotate, install)
+	return env
+}
+
+func commandCmd(out io.Writer, call caller) *cobra.Command {
+	cmd := &cobra.Command{Use: "command", Short: "Queue a command for an environment's Manager"}
+	send := func(envID string, c protocol.Command) error {
+		var res map[string]string
+		if err := call("POST", "/admin/environments/"+envID+"/commands", c, &res); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "queued %s %s\n", c.Type, res["id"])
+		return nil
+	}
+	proxyRef := func(s string) (*protocol.ObjectRef, error) {
+		ns, name, ok := strings.Cut(s, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("--proxy must be namespace/name, got %q", s)
+		}
+		return &protocol.ObjectRef{Namespace: ns, Name: name}, nil
+	}
+	var file string
+	var namespaces []string
+	deploy := &cobra.Command{
+		Use: "deploy ENV -f FILE --namespace NS", Short: "Deploy nexo.io manifests (signed by the Control Plane)", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			objs, err := manifest.Load(file, os.Stdin)
+			if err != nil {
+				return err
+			}
+			var manifests []json.RawMessage
+			for _, o := range objs {
+				j, err := o.MarshalJSON()
+				if err != nil {
+					return err
+				}
+				manifests = append(manifests, j)
+			}
+			return send(args[0], protocol.Command{Type: protocol.Deploy, Namespaces: namespaces, Manifests: manifests})
+		},
+	}
+	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests: a file or folder (multi-document YAML, JSON, kind: List), - for stdin")
+	deploy.Flags().StringSliceVar(&namespaces, "namespace", nil, "namespaces the manifests may go to")
+	var image, proxy string
+	rollout := &cobra.Command{
+		Use: "rollout ENV --image IMAGE [--proxy NS/NAME]", Short: "Set the proxy image on Manager-owned NexoProxies", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			c := protocol.Command{Type: protocol.Rollout, Image: image}
+			if proxy != "" {
+				ref, err := proxyRef(proxy)
+				if err != nil {
+					return err
+				}
+				c.Proxy = ref
+			}
+			return send(args[0], c)
+		},
+	}
+	rollout.Flags().StringVar(&image, "image", "", "proxy image")
+	rollout.Flags().StringVar(&proxy, "proxy", "", "only this NexoProxy (namespace/name)")
+	var version string
+	upgrade := &cobra.Command{
+		Use: "upgrade ENV --version V", Short: "Ask the Manager to move to a bundle version", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return send(args[0], protocol.Command{Type: protocol.Upgrade, TargetVersion: version})
+		},
+	}
+	upgrade.Flags().StringVar(&version, "version", "", "target bundle version")
+	var target string
+	uninstall := &cobra.Command{
+		Use: "uninstall ENV --proxy NS/NAME", Short: "Delete one Manager-owned NexoProxy", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ref, err := proxyRef(target)
+			if err != nil {
+				return err
+			}
+			return send(args[0], protocol.Command{Type: protocol.Uninstall, Proxy: ref})
+		},
+	}
+	uninstall.Flags().StringVar(&target, "proxy", "", "the NexoProxy (namespace/name)")
+	cmd.AddCommand(deploy, rollout, upgrade, uninstall)
+	return cmd
+}
+
+func signingKeyCmd(out io.Writer, call caller) *cobra.Command {
+	cmd := &cobra.Command{Use: "signing-key", Short: "Rotate and retire the keys that sign deploy manifests"}
+	rotate := &cobra.Command{
+		Use:   "rotate",
+		Short: "Make a new key active; the previous one stays trusted by Managers until it is retired",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var r map[string]string
+			if err := call("POST", "/admin/signing-keys/rotate", nil, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "signing key %s is active; Managers add it to the trusted keys at their next heartbeat.\n"+
+				"Redeploy what the previous key signed, then retire it: controlplane signing-key retire KEY-ID\n", r["keyId"])
+			return nil
+		},
+	}
+	retire := &cobra.Command{
+		Use:   "retire KEY-ID",
+		Short: "Stop advertising a previous key: Managers drop it, and objects signed only by it stop verifying",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := call("POST", "/admin/signing-keys/"+args[0]+"/retire", nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "signing key %s retired\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(rotate, retire)
+	return cmd
+}

@@ -1,0 +1,99 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/cli"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+)
+
+func runCLI(t *testing.T, ctx context.Context, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := cli.NewRootCmd(&out)
+	root.SetArgs(args)
+	root.SetErr(&out)
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+func TestServeRegisterDeploy(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	_ = os.WriteFile(p("admin"), []byte("admin-secret\n"), 0o600)
+	if _, err := runCLI(t, context.Background(), "keygen", "--out", p("cp.key")); err != nil {
+		t.Fatal(err)
+	}
+	port, _ := testcluster.FreePort()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := runCLI(t, ctx, "serve", "--db", p("cp.db"), "--listen", addr, "--signing-key", p("cp.key"), "--admin-token-file", p("admin"), "--heartbeat-interval", "5s")
+		done <- err
+	}()
+	defer func() { cancel(); <-done }()
+	server := "http://" + addr
+	for i := 0; i < 100; i++ {
+		if _, err := http.Get(server + "/"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	common := []string{"--server", server, "--admin-token-file", p("admin")}
+	out, err := runCLI(t, context.Background(), append(common, "env", "create", "demo", "--token-out", p("token"))...)
+	if err != nil || !strings.Contains(out, "only shown this once") {
+		t.Fatalf("env create: %v %s", err, out)
+	}
+	token, _ := os.ReadFile(p("token"))
+	if strings.Contains(out, string(token)) {
+		t.Error("the token was printed although --token-out was given")
+	}
+	envID := strings.Fields(out)[1]
+	_ = os.WriteFile(p("m.yaml"), []byte("apiVersion: nexo.io/v1alpha1\nkind: NexoRateLimit\nmetadata: {name: rl, namespace: shop}\nspec: {operationsPerSecond: 5}\n"), 0o644)
+	if out, err := runCLI(t, context.Background(), append(common, "command", "deploy", envID, "-f", p("m.yaml"), "--namespace", "shop")...); err != nil {
+		t.Fatalf("deploy: %v %s", err, out)
+	}
+	if _, err := runCLI(t, context.Background(), append(common, "command", "uninstall", envID, "--proxy", "bad")...); err == nil {
+		t.Error("uninstall with a malformed --proxy was accepted")
+	}
+
+	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, ClusterID: "c1"})
+	req, _ := http.NewRequest("POST", server+"/v1/heartbeat", bytes.NewReader(hb))
+	req.Header.Set("Authorization", "Bearer "+string(token))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r protocol.HeartbeatResponse
+	_ = json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if len(r.Commands) != 1 || r.Commands[0].Type != protocol.Deploy || r.NextHeartbeatSeconds != 5 {
+		t.Errorf("heartbeat response %+v", r)
+	}
+	if out, err := runCLI(t, context.Background(), append(common, "env", "list")...); err != nil || !strings.Contains(out, envID) || !strings.Contains(out, "healthy") {
+		t.Errorf("env list after a heartbeat: %v\n%s", err, out)
+	}
+	out, err = runCLI(t, context.Background(), append(common, "env", "rotate-token", envID, "--token-out", p("token2"), "--grace", "1h")...)
+	newToken, _ := os.ReadFile(p("token2"))
+	if err != nil || len(newToken) == 0 || strings.Contains(out, string(newToken)) || !strings.Contains(out, "nexoctl install --token-file") {
+		t.Errorf("env rotate-token: %v\n%s", err, out)
+	}
+}
+
+func TestServeRefusesPlainHTTPOffLoopback(t *testing.T) {
+	_, err := runCLI(t, context.Background(), "serve", "--listen", "0.0.0.0:0")
+	if err == nil || !strings.Contains(err.Error(), "TLS is required off loopback") {
+		t.Fatalf("got %v", err)
+	}
+}

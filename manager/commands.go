@@ -1,0 +1,207 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+)
+
+// legacyWorkloadConfig is why legacy workload configuration is refused (docs/protocol.md).
+const legacyWorkloadConfig = "legacy workload configuration is not applied by this Manager: proxies are configured only through signed nexo.io objects (NexoProxy, NexoPipeline, NexoDeploymentProfile and the step kinds), which the operator validates and renders; send a deploy command with the equivalent Nexo objects instead; nothing was applied"
+
+func failed(format string, args ...any) protocol.Ack {
+	return protocol.Ack{Status: protocol.Failed, Message: fmt.Sprintf(format, args...)}
+}
+
+func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	switch cmd.Type {
+	case protocol.Deploy:
+		return a.deploy(ctx, cmd)
+	case protocol.Rollout:
+		return a.rollout(ctx, cmd)
+	case protocol.Upgrade:
+		if cmd.TargetVersion == catalog.BuildVersion {
+			return protocol.Ack{Status: protocol.Applied, Message: "the installed bundle already is " + catalog.BuildVersion}
+		}
+		return failed("the Manager does not upgrade the bundle itself (installed %s, requested %s): upgrade with `nexoctl install`, `helm upgrade` or the OLM subscription, then the Manager reports the new version",
+			catalog.BuildVersion, cmd.TargetVersion)
+	case protocol.Uninstall:
+		return a.uninstall(ctx, cmd)
+	case protocol.WorkloadConfig:
+		return failed(legacyWorkloadConfig)
+	}
+	return failed("unknown command type %q: this Manager (%s) handles deploy, rollout, upgrade and uninstall", cmd.Type, catalog.BuildVersion)
+}
+
+// deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature for
+// this environment, a revision not older than the object's, ownership), then has the API server
+// validate every one of them (server-side apply with dryRun=All), and writes nothing unless all
+// pass; only then are they applied. A failure while applying (the API server changed its mind
+// between dry run and apply, or went away) is reported with what was applied.
+func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	trusted, err := a.trustedKeys()
+	if err != nil {
+		return failed("cannot read the trusted signing keys: %v; nothing was applied", err)
+	}
+	audience, owner := a.environment(), a.OwnerID()
+	var objs []*unstructured.Unstructured
+	var adopted []string
+	for i, raw := range cmd.Manifests {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return failed("manifest %d is not an object: %v; nothing was applied", i, err)
+		}
+		where := fmt.Sprintf("manifest %d (%s %s/%s)", i, u.GetKind(), u.GetNamespace(), u.GetName())
+		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
+			return failed("%s: only nexo.io kinds are deployed (a raw workload object is legacy workload configuration: send the equivalent Nexo objects instead); nothing was applied", where)
+		}
+		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
+			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))
+		}
+		if w := a.cfg.WatchNamespaces; len(w) > 0 && !slices.Contains(w, u.GetNamespace()) {
+			return failed("%s: this installation serves only %s (its OperatorGroup's target namespaces, --watch-namespaces); nothing was applied", where, strings.Join(w, ", "))
+		}
+		signed, err := signature.Verify(u, trusted, audience)
+		if err != nil {
+			return failed("%s: %v; nothing was applied", where, err)
+		}
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(u.GroupVersionKind())
+		err = a.client.Get(ctx, client.ObjectKeyFromObject(u), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return failed("%s: %v; nothing was applied", where, err)
+		case existing.GetLabels()[wire.OwnerLabel] == owner:
+		case a.cfg.AllowAdoption && existing.GetAnnotations()[wire.AdoptAnnotation] == "true":
+			adopted = append(adopted, where)
+		default:
+			return failed("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true); nothing was applied", where, wire.AdoptAnnotation)
+		}
+		if err == nil {
+			if have := existingRevision(existing); signed.Revision < have {
+				return failed("%s: signature revision %d is older than revision %d in the cluster (an older manifest replayed); nothing was applied", where, signed.Revision, have)
+			}
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[wire.OwnerLabel] = owner // labels are not part of the signature
+		u.SetLabels(labels)
+		u.SetManagedFields(nil)
+		u.SetResourceVersion("")
+		objs = append(objs, u)
+	}
+	for _, u := range objs {
+		if err := a.client.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(wire.ManagerFieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+			return failed("the API server refused %s %s/%s: %v; nothing was applied", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+		}
+	}
+	for i, u := range objs {
+		if err := a.client.Patch(ctx, u, client.Apply, client.FieldOwner(wire.ManagerFieldManager), client.ForceOwnership); err != nil {
+			return failed("apply %s %s/%s: %v (%d of %d applied before it; the next delivery of a deploy converges them)", u.GetKind(), u.GetNamespace(), u.GetName(), err, i, len(objs))
+		}
+	}
+	for _, w := range adopted {
+		a.cfg.Log.Info("adopted a legacy object through the migration gate", "object", w)
+	}
+	msg := fmt.Sprintf("applied %d objects into %s", len(objs), strings.Join(cmd.Namespaces, ", "))
+	if len(adopted) > 0 {
+		msg += "; adopted " + strings.Join(adopted, ", ")
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: msg}
+}
+
+// existingRevision is the signature revision of an object in the cluster (0 when unsigned).
+func existingRevision(u *unstructured.Unstructured) int64 {
+	rev, _ := strconv.ParseInt(u.GetAnnotations()[wire.RevisionAnnotation], 10, 64)
+	return rev
+}
+
+// rollout sets the proxy image on the Manager-owned NexoProxies (or the one named). Signed
+// proxies come re-signed with the command and are applied like a deploy (owned ones only); the
+// image is set directly only on proxies that are not Control-Plane signed.
+func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	resigned := map[string]bool{}
+	if len(cmd.Manifests) > 0 {
+		if ack := a.deploy(ctx, protocol.Command{Namespaces: cmd.Namespaces, Manifests: cmd.Manifests}); ack.Status != protocol.Applied {
+			return ack
+		}
+		for _, raw := range cmd.Manifests {
+			u := &unstructured.Unstructured{}
+			if u.UnmarshalJSON(raw) == nil {
+				resigned[u.GetNamespace()+"/"+u.GetName()] = true
+			}
+		}
+	}
+	proxies, err := a.ownedProxies(ctx)
+	if err != nil {
+		return failed("list owned proxies: %v", err)
+	}
+	var changed []string
+	for i := range proxies {
+		p := &proxies[i]
+		if cmd.Proxy != nil && (p.Namespace != cmd.Proxy.Namespace || p.Name != cmd.Proxy.Name) {
+			continue
+		}
+		if resigned[p.Namespace+"/"+p.Name] {
+			changed = append(changed, p.Namespace+"/"+p.Name)
+			continue
+		}
+		if string(p.Spec.ProxyImage) == cmd.Image {
+			continue
+		}
+		if signature.IsManaged(p.Labels, p.Annotations) {
+			return failed("NexoProxy %s/%s is Control-Plane signed but the rollout did not carry it re-signed; nothing more was changed (%d already changed)", p.Namespace, p.Name, len(changed))
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.ProxyImage = nexov1alpha1.Image(cmd.Image)
+		if err := a.client.Patch(ctx, p, patch, client.FieldOwner(wire.ManagerFieldManager)); err != nil {
+			return failed("set the image on %s/%s: %v (%d already changed)", p.Namespace, p.Name, err, len(changed))
+		}
+		changed = append(changed, p.Namespace+"/"+p.Name)
+	}
+	if cmd.Proxy != nil && len(changed) == 0 && !slices.ContainsFunc(proxies, func(p nexov1alpha1.NexoProxy) bool {
+		return p.Namespace == cmd.Proxy.Namespace && p.Name == cmd.Proxy.Name
+	}) {
+		return failed("NexoProxy %s/%s is not owned by this Manager; nothing was changed", cmd.Proxy.Namespace, cmd.Proxy.Name)
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("image %s set on %d proxies", cmd.Image, len(changed))}
+}
+
+// uninstall deletes one Manager-owned NexoProxy; owner references remove its children.
+func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	if cmd.Proxy == nil {
+		return failed("uninstall needs a proxy")
+	}
+	p := &nexov1alpha1.NexoProxy{}
+	key := types.NamespacedName{Namespace: cmd.Proxy.Namespace, Name: cmd.Proxy.Name}
+	if err := a.client.Get(ctx, key, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("NexoProxy %s is already gone", key)}
+		}
+		return failed("read NexoProxy %s: %v", key, err)
+	}
+	if p.Labels[wire.OwnerLabel] != a.OwnerID() {
+		return failed("NexoProxy %s is not owned by this Manager; nothing was deleted", key)
+	}
+	uid := p.UID
+	if err := a.client.Delete(ctx, p, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return failed("delete NexoProxy %s: %v", key, err)
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("deleted NexoProxy %s; garbage collection removes its children", key)}
+}

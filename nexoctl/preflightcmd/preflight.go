@@ -1,0 +1,107 @@
+// Package preflightcmd is `nexoctl preflight`.
+package preflightcmd
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/preflight"
+)
+
+// NewCmd builds the command.
+func NewCmd(o *cliopts.Options) *cobra.Command {
+	var pre bool
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "preflight",
+		Short: "Check the cluster (or a folder of manifests) for everything Nexo Edge needs",
+		Long: `Runs ordered categories of checks: the Kubernetes API, the nexo.io CRDs and their schema
+fingerprint, the support matrix of the running operator (which kinds it reconciles and which are
+schema-only, objects of schema-only kinds, pipelines referencing kinds that can never be Ready),
+the operator and Manager, the connect-token Secret and image pinning.
+
+With --pre it checks what an install needs instead (permissions). With -f DIR it checks a folder
+of manifests offline: the support matrix, references and image pinning.
+
+Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could not run.`,
+		Example: `  nexoctl preflight
+  nexoctl preflight --pre -n nexo-system
+  nexoctl preflight -f ./manifests -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.ValidateOutput(); err != nil {
+				return err
+			}
+			var env *preflight.Env
+			var cats []preflight.Category
+			if dir != "" {
+				var err error
+				if env, err = preflight.LoadDir(dir, o.In); err != nil {
+					return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+				}
+				cats = preflight.OfflineCategories()
+			} else {
+				cfg, err := o.RESTConfig()
+				if err != nil {
+					return err
+				}
+				if env, err = preflight.NewClusterEnv(cfg, o.NamespaceOr(cliopts.DefaultNS)); err != nil {
+					return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+				}
+				cats = preflight.ClusterCategories(pre)
+			}
+			report := preflight.RunWith(cmd.Context(), env, cats, spinner(o))
+			if res, _ := report.ByID("api-reachable"); res.Status == preflight.Error {
+				// The same exit code as every verb that cannot reach the cluster.
+				return cliopts.Fail(cliopts.ExitCannot, "cannot reach the Kubernetes API: %s (%s)", res.Message, res.Hint)
+			}
+			if o.Output == cliopts.OutputText {
+				preflight.PrintText(o.Out, report, o.Color())
+			} else if err := o.PrintData(report); err != nil {
+				return err
+			}
+			if report.Status == preflight.Error {
+				return &cliopts.ExitError{Code: cliopts.ExitFailed, Err: errChecksFailed}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&pre, "pre", false, "check what an install needs (permissions) instead of the installed state")
+	cmd.Flags().StringVarP(&dir, "filename", "f", "", "check manifests offline, without a cluster: a folder, a file, or - for stdin")
+	return cmd
+}
+
+// spinner shows, on a terminal, which check is being retried; nothing otherwise.
+func spinner(o *cliopts.Options) preflight.RunOptions {
+	return spinnerTo(o.Err, o.Output == cliopts.OutputText && o.ErrIsTerminal())
+}
+
+// spinnerTo writes the spinner to w when on is true.
+func spinnerTo(w io.Writer, on bool) preflight.RunOptions {
+	if !on {
+		return preflight.RunOptions{}
+	}
+	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+	n := 0
+	return preflight.RunOptions{
+		OnRetry: func(c preflight.Check) {
+			fmt.Fprintf(w, "\r%c %s (retrying)\x1b[K", frames[n%len(frames)], c.Description)
+			n++
+		},
+		OnDone: func(preflight.Check) {
+			if n > 0 {
+				fmt.Fprint(w, "\r\x1b[K")
+				n = 0
+			}
+		},
+	}
+}
+
+type checksFailed struct{}
+
+func (checksFailed) Error() string { return "preflight checks failed" }
+
+var errChecksFailed = checksFailed{}

@@ -1,0 +1,519 @@
+// Package statuscmd is `nexoctl status`: NexoProxies across namespaces under a header with the
+// operator's and the Manager's health, or one proxy in detail.
+package statuscmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/preflight"
+)
+
+// Component is the health of the operator or the Manager.
+type Component struct {
+	Name      string `json:"name"`
+	Found     bool   `json:"found"`
+	Version   string `json:"version,omitempty"`
+	Available bool   `json:"available"`
+	Ready     string `json:"ready,omitempty"`
+	Leader    string `json:"leader,omitempty"`
+	// LastHeartbeat is when the Manager last reached the Control Plane (when it reports it).
+	LastHeartbeat *metav1.Time `json:"lastHeartbeat,omitempty"`
+}
+
+// Proxy is one row.
+type Proxy struct {
+	Namespace     string             `json:"namespace"`
+	Name          string             `json:"name"`
+	Phase         string             `json:"phase"`
+	Ready         bool               `json:"ready"`
+	ReadyReplicas int32              `json:"readyReplicas"`
+	Replicas      int32              `json:"replicas"`
+	GraphRevision string             `json:"graphRevision,omitempty"`
+	Created       metav1.Time        `json:"created"`
+	Message       string             `json:"message,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+	Graph         []GraphNode        `json:"graph,omitempty"`
+	Objects       []string           `json:"objects,omitempty"`
+}
+
+// GraphNode is one object of a proxy's graph, with its readiness.
+type GraphNode struct {
+	Depth  int    `json:"depth"`
+	Role   string `json:"role"`
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Ready  string `json:"ready"` // True, False, Unknown, Missing
+	Reason string `json:"reason,omitempty"`
+}
+
+// Status is what `nexoctl status -o json` prints.
+type Status struct {
+	Operator Component `json:"operator"`
+	Manager  Component `json:"manager"`
+	Proxies  []Proxy   `json:"proxies"`
+	// Scope says where the proxies were looked for ("namespace shop", "all namespaces").
+	Scope string `json:"scope"`
+	// AllReady is true only when at least one proxy was found and every one is Ready: an empty
+	// selection is never a success (a false green for status --wait in CI).
+	AllReady bool `json:"allReady"`
+}
+
+// NewCmd builds the command.
+func NewCmd(o *cliopts.Options) *cobra.Command {
+	var watch, waitReady bool
+	var timeout time.Duration
+	var selector string
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Show NexoProxies and the health of the operator and the Manager",
+		Long: `Without NAME: a table of NexoProxies (namespace, name, phase, ready/desired replicas, graph
+revision, age, message) under a header with the operator's and the Manager's health. With NAME:
+that proxy's conditions, its resolved graph as a tree with each node's readiness, and the objects
+generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Ready in time).`,
+		Example: `  nexoctl status -A
+  nexoctl status orders-proxy -n shop
+  nexoctl status -A --wait --timeout 5m`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.ValidateOutput(); err != nil {
+				return err
+			}
+			sel, err := labels.Parse(selector)
+			if err != nil {
+				return cliopts.Fail(cliopts.ExitCannot, "bad -l selector: %v", err)
+			}
+			cfg, err := o.RESTConfig()
+			if err != nil {
+				return err
+			}
+			env, err := preflight.NewClusterEnv(cfg, cliopts.DefaultNS)
+			if err != nil {
+				return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+			}
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			ctx := cmd.Context()
+			deadline := time.Now().Add(timeout)
+			var seen map[string]Proxy // --watch: what was printed last, by namespace/name
+			for {
+				st, err := collect(ctx, env.Client, o, name, sel)
+				if err != nil {
+					return err
+				}
+				if (!waitReady || st.AllReady || time.Now().After(deadline)) && !watch {
+					if err := print(o, st, name); err != nil {
+						return err
+					}
+					if len(st.Proxies) == 0 {
+						return cliopts.Fail(cliopts.ExitFailed, "no NexoProxies in %s: nothing is Ready (choose the namespace with -n, or -A for all)", st.Scope)
+					}
+					if !st.AllReady {
+						return cliopts.Fail(cliopts.ExitFailed, "not all proxies are Ready")
+					}
+					return nil
+				}
+				if watch {
+					if err := printChanges(o, st, name, &seen); err != nil {
+						return err
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(2 * time.Second):
+				}
+			}
+		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the list, print each proxy whose state changes (like kubectl get -w) until interrupted")
+	cmd.Flags().BoolVar(&waitReady, "wait", false, "wait until every listed proxy is Ready")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector for NexoProxies")
+	return cmd
+}
+
+// collect reads the header (operator and Manager health) and the proxies; the header's two
+// lookups run beside the list of proxies, each being a round trip.
+func collect(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
+	var operator, manager Component
+	var header sync.WaitGroup
+	header.Go(func() { operator = component(ctx, c, wire.OperatorName) })
+	header.Go(func() { manager = component(ctx, c, wire.ManagerName) })
+	st, err := collectProxies(ctx, c, o, name, sel)
+	header.Wait()
+	st.Operator, st.Manager = operator, manager
+	return st, err
+}
+
+func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
+	st := Status{AllReady: true}
+	var list nexov1alpha1.NexoProxyList
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+	ns, err := o.ContextNamespace()
+	if err != nil {
+		return st, err
+	}
+	st.Scope = "all namespaces"
+	if !o.AllNamespaces || name != "" {
+		opts = append(opts, client.InNamespace(ns))
+		st.Scope = "namespace " + ns
+	}
+	if !sel.Empty() {
+		st.Scope += " matching " + sel.String()
+	}
+	if err := c.List(ctx, &list, opts...); err != nil {
+		return st, cliopts.Fail(cliopts.ExitCannot, "list NexoProxies: %v (are the CRDs installed? run nexoctl preflight)", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := list.Items[i], list.Items[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	for i := range list.Items {
+		p := &list.Items[i]
+		if name != "" && p.Name != name {
+			continue
+		}
+		row := Proxy{Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase), ReadyReplicas: p.Status.ReadyReplicas,
+			Replicas: p.Status.Replicas, GraphRevision: p.Status.GraphRevision, Created: p.CreationTimestamp}
+		if row.Phase == "" {
+			row.Phase = "Unknown"
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); c != nil {
+			row.Ready = c.Status == metav1.ConditionTrue && p.Status.ObservedGeneration == p.Generation
+			if !row.Ready {
+				row.Message = c.Reason + ": " + c.Message
+			}
+		} else {
+			row.Message = "not reconciled yet (is the operator running and watching this namespace?)"
+		}
+		if name != "" {
+			row.Conditions = p.Status.Conditions
+			row.Graph = graph(ctx, c, p)
+			row.Objects = generated(ctx, c, p)
+		}
+		st.AllReady = st.AllReady && row.Ready
+		st.Proxies = append(st.Proxies, row)
+	}
+	if name != "" && len(st.Proxies) == 0 {
+		return st, cliopts.Fail(cliopts.ExitFailed, "NexoProxy %s not found in namespace %s", name, ns)
+	}
+	if len(st.Proxies) == 0 {
+		st.AllReady = false
+	}
+	return st, nil
+}
+
+func component(ctx context.Context, c client.Client, name string) Component {
+	comp := Component{Name: name}
+	var list appsv1.DeploymentList
+	if err := c.List(ctx, &list, client.MatchingLabels{"app.kubernetes.io/name": name}); err != nil || len(list.Items) == 0 {
+		return comp
+	}
+	d := list.Items[0]
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	comp.Found, comp.Version = true, preflight.OperatorVersion(&d)
+	comp.Available = d.Status.AvailableReplicas >= want
+	comp.Ready = fmt.Sprintf("%d/%d", d.Status.ReadyReplicas, want)
+	if name == wire.OperatorName {
+		lease := &coordinationv1.Lease{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: wire.OperatorLeaderElectionID}, lease); err == nil && lease.Spec.HolderIdentity != nil {
+			comp.Leader = *lease.Spec.HolderIdentity
+		}
+	} else {
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err == nil {
+			if t, err := time.Parse(time.RFC3339, cm.Data[wire.StatusLastHeartbeatTime]); err == nil {
+				mt := metav1.NewTime(t)
+				comp.LastHeartbeat = &mt
+			}
+		}
+	}
+	return comp
+}
+
+// graph resolves the proxy's references for display: pipeline, its router and steps,
+// observability, profile and license, each with its Ready condition.
+func graph(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []GraphNode {
+	node := func(depth int, role, kind, name string) GraphNode {
+		n := GraphNode{Depth: depth, Role: role, Kind: kind, Name: name, Ready: "Missing"}
+		obj, err := c.Scheme().New(nexov1alpha1.GroupVersion.WithKind(kind))
+		if err != nil {
+			n.Ready = "Unknown"
+			return n
+		}
+		o := obj.(nexov1alpha1.Object)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, o); err != nil {
+			return n
+		}
+		n.Ready = "Unknown"
+		if cond := meta.FindStatusCondition(o.NexoStatus().Conditions, nexov1alpha1.ConditionReady); cond != nil {
+			n.Ready, n.Reason = string(cond.Status), cond.Reason
+		}
+		return n
+	}
+	nodes := []GraphNode{{Depth: 0, Role: "proxy", Kind: "NexoProxy", Name: p.Name, Ready: readyOf(p.Status.Conditions), Reason: reasonOf(p.Status.Conditions)}}
+	pipe := node(1, "pipeline", "NexoPipeline", p.Spec.PipelineRef.Name)
+	nodes = append(nodes, pipe)
+	pl := &nexov1alpha1.NexoPipeline{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.PipelineRef.Name}, pl); err == nil {
+		for _, r := range pl.Refs() {
+			nodes = append(nodes, node(2, string(r.Slot), r.Kind, r.Name))
+		}
+	}
+	for _, r := range p.Spec.ObservabilityRefs {
+		nodes = append(nodes, node(1, "observability", r.Kind, r.Name))
+	}
+	nodes = append(nodes, node(1, "profile", "NexoDeploymentProfile", p.Spec.ProfileRef.Name), node(1, "license", "NexoLicense", p.Spec.LicenseRef.Name))
+	return nodes
+}
+
+func readyOf(cs []metav1.Condition) string {
+	if c := meta.FindStatusCondition(cs, nexov1alpha1.ConditionReady); c != nil {
+		return string(c.Status)
+	}
+	return "Unknown"
+}
+
+func reasonOf(cs []metav1.Condition) string {
+	if c := meta.FindStatusCondition(cs, nexov1alpha1.ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// generated lists the objects the operator made for the proxy (controller-owned by it).
+func generated(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []string {
+	var out []string
+	add := func(kind string, list client.ObjectList) {
+		if err := c.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{wire.ProxyLabel: p.Name}); err != nil {
+			return
+		}
+		items, _ := meta.ExtractList(list)
+		for _, it := range items {
+			if o, ok := it.(client.Object); ok && metav1.IsControlledBy(o, p) {
+				out = append(out, kind+"/"+o.GetName())
+			}
+		}
+	}
+	add("Deployment", &appsv1.DeploymentList{})
+	add("Service", &corev1.ServiceList{})
+	add("ConfigMap", &corev1.ConfigMapList{})
+	add("Secret", &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "SecretList"}})
+	return out
+}
+
+func age(t metav1.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return duration.HumanDuration(time.Since(t.Time))
+}
+
+// printChanges is --watch: the first time the whole status, then only the proxies whose row
+// changed (or that went away), one line or one document each, like kubectl get -w.
+func printChanges(o *cliopts.Options, st Status, name string, seen *map[string]Proxy) error {
+	if *seen == nil {
+		*seen = map[string]Proxy{}
+		for _, p := range st.Proxies {
+			(*seen)[p.Namespace+"/"+p.Name] = p
+		}
+		return print(o, st, name)
+	}
+	var changed []Proxy
+	now := map[string]bool{}
+	for _, p := range st.Proxies {
+		key := p.Namespace + "/" + p.Name
+		now[key] = true
+		if before, ok := (*seen)[key]; !ok || state(before) != state(p) {
+			changed = append(changed, p)
+		}
+		(*seen)[key] = p
+	}
+	for key, p := range *seen {
+		if !now[key] {
+			p.Phase, p.Message = "Deleted", ""
+			changed = append(changed, p)
+			delete(*seen, key)
+		}
+	}
+	sort.Slice(changed, func(i, j int) bool {
+		return changed[i].Namespace+"/"+changed[i].Name < changed[j].Namespace+"/"+changed[j].Name
+	})
+	for _, p := range changed {
+		if o.Output != cliopts.OutputText {
+			if err := o.PrintData(p); err != nil {
+				return err
+			}
+			continue
+		}
+		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, row(p))
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+// state is what --watch compares: the row without its age.
+func state(p Proxy) string {
+	return fmt.Sprintf("%s|%d/%d|%s|%s", p.Phase, p.ReadyReplicas, p.Replicas, p.GraphRevision, p.Message)
+}
+
+// row is a proxy's line in the table (tab-separated).
+func row(p Proxy) string {
+	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s\t%s\t%s", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision), age(p.Created), truncate(p.Message, 100))
+}
+
+func print(o *cliopts.Options, st Status, name string) error {
+	if o.Output != cliopts.OutputText {
+		return o.PrintData(st)
+	}
+	printHeader(o.Out, st)
+	if name == "" {
+		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAGE\tMESSAGE")
+		for _, p := range st.Proxies {
+			fmt.Fprintln(tw, row(p))
+		}
+		if len(st.Proxies) == 0 {
+			fmt.Fprintf(tw, "(no NexoProxies in %s)\n", st.Scope)
+		}
+		return tw.Flush()
+	}
+	p := st.Proxies[0]
+	fmt.Fprintf(o.Out, "NexoProxy %s/%s: %s, %d/%d replicas ready, graph revision %s\n\nConditions:\n", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision))
+	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tMESSAGE")
+	for _, c := range p.Conditions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(o.Out, "\nGraph:")
+	for i, n := range p.Graph {
+		prefix := ""
+		for d := 1; d < n.Depth; d++ { // a rule under every ancestor that has siblings below it
+			if last(p.Graph, ancestor(p.Graph, i, d)) {
+				prefix += "    "
+			} else {
+				prefix += "│   "
+			}
+		}
+		if n.Depth > 0 {
+			branch := "├── "
+			if last(p.Graph, i) {
+				branch = "└── "
+			}
+			prefix += branch
+		}
+		reason := ""
+		if n.Reason != "" && n.Ready != "True" {
+			reason = " (" + n.Reason + ")"
+		}
+		fmt.Fprintf(o.Out, "  %s%s %s %s/%s%s\n", prefix, glyph(n.Ready), n.Role, n.Kind, n.Name, reason)
+	}
+	fmt.Fprintln(o.Out, "\nGenerated objects:")
+	if len(p.Objects) == 0 {
+		fmt.Fprintln(o.Out, "  (none)")
+	}
+	for _, obj := range p.Objects {
+		fmt.Fprintln(o.Out, "  "+obj)
+	}
+	return nil
+}
+
+// ancestor returns the index of graph[i]'s ancestor at depth d.
+func ancestor(g []GraphNode, i, d int) int {
+	for j := i - 1; j >= 0; j-- {
+		if g[j].Depth == d {
+			return j
+		}
+	}
+	return 0
+}
+
+// last reports whether graph[i] is the last node of its depth under the same parent.
+func last(g []GraphNode, i int) bool {
+	for j := i + 1; j < len(g); j++ {
+		if g[j].Depth < g[i].Depth {
+			return true
+		}
+		if g[j].Depth == g[i].Depth {
+			return false
+		}
+	}
+	return true
+}
+
+func glyph(ready string) string {
+	switch ready {
+	case "True":
+		return "✔"
+	case "Missing":
+		return "×"
+	case "False":
+		return "×"
+	}
+	return "…"
+}
+
+func printHeader(w io.Writer, st Status) {
+	line := func(c Component) string {
+		if !c.Found {
+			return c.Name + ": not found"
+		}
+		s := fmt.Sprintf("%s %s: ", c.Name, c.Version)
+		if c.Available {
+			s += "available"
+		} else {
+			s += "NOT available"
+		}
+		s += " (" + c.Ready + " ready)"
+		if c.Leader != "" {
+			s += ", leader " + c.Leader
+		}
+		if c.LastHeartbeat != nil {
+			s += ", last heartbeat " + age(*c.LastHeartbeat) + " ago"
+		}
+		return s
+	}
+	fmt.Fprintln(w, line(st.Operator))
+	fmt.Fprintln(w, line(st.Manager))
+	fmt.Fprintln(w)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
