@@ -1,0 +1,171 @@
+// Package layout checks the floor plan of the repository (docs/development.md, "The floor
+// plan"): every package belongs to a tree, and a tree imports only the trees below it.
+package layout
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nexo-io/nexo-edge"
+
+// below names, for each tree, the trees its code may import. Tests of a package may import
+// more (a Manager test runs a real Control Plane), product code may not. Keep this table and
+// the diagram in docs/development.md together.
+var below = map[string][]string{
+	// The kinds: the catalog, the Go types, the CRDs and admission policies generated from them.
+	"catalog": {},
+	"api":     {"catalog"},
+	"config":  {"catalog", "api"},
+	"charts":  {},
+	// What the processes agree on: wire names, protocol, tokens, signatures, licenses, the scheme.
+	"contract": {"catalog", "api", "config"},
+	// Libraries of one binary each.
+	"controllers": {"catalog", "api", "config", "contract"},
+	"preflight":   {"catalog", "api", "config", "contract"},
+	// The binaries' trees.
+	"operator":     {"catalog", "api", "config", "contract", "controllers"},
+	"manager":      {"catalog", "api", "config", "contract"},
+	"controlplane": {"catalog", "api", "config", "contract"},
+	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "preflight"},
+	// Thin mains: each its own tree and what that tree may import.
+	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers"},
+	"cmd/manager":      {"manager", "catalog", "api", "config", "contract"},
+	"cmd/controlplane": {"controlplane", "catalog", "api", "config", "contract"},
+	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "preflight"},
+	// Test tooling: the product, never a test suite or hack/.
+	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers", "preflight",
+		"operator", "manager", "controlplane", "nexoctl"},
+	// Development tools: anything but the test suites.
+	"hack": {"catalog", "api", "config", "charts", "contract", "controllers", "preflight",
+		"operator", "manager", "controlplane", "nexoctl", "test/framework"},
+}
+
+// treeOf is the tree a package path (relative to the module) belongs to; test suites
+// (test/<suite>, other than test/framework) are "test" and may import anything.
+func treeOf(rel string) string {
+	parts := strings.Split(rel, "/")
+	switch {
+	case parts[0] == "cmd" && len(parts) > 1:
+		return "cmd/" + parts[1]
+	case parts[0] == "test" && len(parts) > 1 && parts[1] == "framework":
+		return "test/framework"
+	case parts[0] == "test":
+		return "test"
+	}
+	return parts[0]
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 40 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+// TestImportsRunDownward fails on a package outside every tree, and on a product import that
+// runs sideways or up.
+func TestImportsRunDownward(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from := treeOf(strings.TrimPrefix(p.ImportPath, module+"/"))
+		if from == "test" {
+			continue
+		}
+		allowed, ok := below[from]
+		if !ok {
+			t.Errorf("%s is in no tree of the floor plan: add %q to the table in test/layout and docs/development.md", p.ImportPath, from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to := treeOf(strings.TrimPrefix(imp, module+"/"))
+			if to != from && !slices.Contains(allowed, to) {
+				t.Errorf("%s imports %s: %s may import only %v", p.ImportPath, imp, from, allowed)
+			}
+		}
+	}
+}
+
+// TestTreesFormNoCycle: the table itself is layered, so no chain of allowed imports between
+// trees leads back to where it started.
+func TestTreesFormNoCycle(t *testing.T) {
+	trees := make([]string, 0, len(below))
+	for tree := range below {
+		trees = append(trees, tree)
+	}
+	sort.Strings(trees)
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[string]int{}
+	var visit func(tree string, path []string)
+	visit = func(tree string, path []string) {
+		switch state[tree] {
+		case open:
+			t.Errorf("the trees form a cycle: %s", strings.Join(append(path, tree), " → "))
+			return
+		case done:
+			return
+		}
+		state[tree] = open
+		for _, next := range below[tree] {
+			if _, ok := below[next]; !ok {
+				t.Errorf("%s may import %q, which is no tree", tree, next)
+				continue
+			}
+			visit(next, append(path, tree))
+		}
+		state[tree] = done
+	}
+	for _, tree := range trees {
+		visit(tree, nil)
+	}
+}
+
+// TestTreeOf pins the path rules the table relies on.
+func TestTreeOf(t *testing.T) {
+	for rel, want := range map[string]string{
+		"contract/wire":              "contract",
+		"cmd/manager":                "cmd/manager",
+		"test/framework/testcluster": "test/framework",
+		"test/e2e":                   "test",
+		"controllers/render":         "controllers",
+		"hack/genpkg":                "hack",
+	} {
+		if got := treeOf(rel); got != want {
+			t.Errorf("treeOf(%q) = %q, want %q", rel, got, want)
+		}
+	}
+}
