@@ -15,7 +15,7 @@ import (
 // controller reference, a hash of its labels (a label edit does not move the generation), the
 // desired replicas and the replica counts WorkloadAvailable reads. The Deployment informer stores
 // these instead of Deployments (TrimDeployment): even an emptied appsv1.Deployment is about
-// 1.8 KB, because the pod template is part of the struct; a DeploymentState is 152 bytes.
+// 1.8 KB, because the pod template is part of the struct; a DeploymentState is 168 bytes.
 type DeploymentState struct {
 	ChildMeta
 	LabelsHash uint64

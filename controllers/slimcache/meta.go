@@ -1,6 +1,7 @@
 package slimcache
 
 import (
+	"encoding/json"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,19 +13,21 @@ import (
 )
 
 // ChildMeta is what the operator keeps of each generated child and each Secret in its caches:
-// name, namespace, resourceVersion, generation, whether it is being deleted, and its controller
-// reference. A metav1.PartialObjectMetadata is 288 bytes before any of its strings and an owner
-// reference slice; a ChildMeta is 112, and the caches hold several per proxy.
+// name, namespace, resourceVersion, generation, whether it is being deleted, its controller
+// reference, and its labels and annotations (interned: see StringMap). A
+// metav1.PartialObjectMetadata is 288 bytes before any of its strings, maps and an owner
+// reference slice; a ChildMeta is 128, and the caches hold several per proxy.
 //
-// It is a client.Object so informers, predicates and owner handlers take it as they are. It is a
-// read-only cache entry: the setters of fields it does not keep ignore empty values. Labels and
-// annotations are refused loudly (see GetLabels): a label predicate over a ChildMeta informer
-// must fail at once, not see no labels.
+// It is a client.Object so informers, predicates and owner handlers take it as they are, and
+// every accessor they may call answers truly: what it does not keep (UID, creation time,
+// finalizers, managed fields) no controller of this operator reads from a cached child, and
+// their getters return the zero value, as for an object that has none.
 type ChildMeta struct {
 	Name, Namespace, ResourceVersion string
 	Generation                       int64
 	Deleting                         bool
 	Owner                            ControllerRef
+	Labels, Annotations              StringMap
 }
 
 // ControllerRef is a controller owner reference (zero: none). The owner's API version and kind
@@ -61,7 +64,8 @@ func (r ControllerRef) ownerType() OwnerType {
 // MetaOf keeps what ChildMeta holds of an object's metadata; repeated strings are interned.
 func MetaOf(m metav1.Object) ChildMeta {
 	c := ChildMeta{Name: m.GetName(), Namespace: Intern(m.GetNamespace()), ResourceVersion: m.GetResourceVersion(),
-		Generation: m.GetGeneration(), Deleting: m.GetDeletionTimestamp() != nil}
+		Generation: m.GetGeneration(), Deleting: m.GetDeletionTimestamp() != nil,
+		Labels: StringMapOf(m.GetLabels()), Annotations: StringMapOf(m.GetAnnotations())}
 	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
 		c.Owner = NewControllerRef(ref.APIVersion, ref.Kind, ref.Name, ref.UID)
 	}
@@ -139,28 +143,39 @@ func MetadataOf(kind string) *metav1.PartialObjectMetadata {
 	return m
 }
 
-// GetLabels panics: a ChildMeta keeps no labels, so a label predicate or selector over a
-// ChildMeta informer would silently see none. Compare DeploymentState.LabelsHash, or read the
-// object from the API server.
-func (c *ChildMeta) GetLabels() map[string]string { panic(notKept("labels")) }
+// GetLabels returns a copy of the labels (nil when there are none).
+func (c *ChildMeta) GetLabels() map[string]string { return c.Labels.Map() }
 
-// SetLabels accepts only an empty set (the cache clearing a field it never had).
-func (c *ChildMeta) SetLabels(l map[string]string) {
-	if len(l) > 0 {
-		panic(notKept("labels"))
+// SetLabels keeps labels, interned.
+func (c *ChildMeta) SetLabels(l map[string]string) { c.Labels = StringMapOf(l) }
+
+// GetAnnotations returns a copy of the annotations (nil when there are none).
+func (c *ChildMeta) GetAnnotations() map[string]string { return c.Annotations.Map() }
+
+// SetAnnotations keeps annotations, interned.
+func (c *ChildMeta) SetAnnotations(a map[string]string) { c.Annotations = StringMapOf(a) }
+
+// StringMap is a label or annotation set kept as one interned canonical string (its JSON, whose
+// keys encoding/json sorts): the children of a proxy carry the same labels, so they share one
+// copy, and an entry holds one pointer-sized handle per set instead of a map. The zero value is
+// the empty set. Two StringMaps are equal (==) exactly when their sets are.
+type StringMap struct{ h unique.Handle[string] }
+
+// StringMapOf interns m.
+func StringMapOf(m map[string]string) StringMap {
+	if len(m) == 0 {
+		return StringMap{}
 	}
+	raw, _ := json.Marshal(m) // a map of strings always encodes
+	return StringMap{unique.Make(string(raw))}
 }
 
-// GetAnnotations panics, as GetLabels does.
-func (c *ChildMeta) GetAnnotations() map[string]string { panic(notKept("annotations")) }
-
-// SetAnnotations accepts only an empty set.
-func (c *ChildMeta) SetAnnotations(a map[string]string) {
-	if len(a) > 0 {
-		panic(notKept("annotations"))
+// Map returns a fresh copy of the set (nil when empty).
+func (s StringMap) Map() map[string]string {
+	if s == (StringMap{}) {
+		return nil
 	}
-}
-
-func notKept(field string) string {
-	return "slimcache.ChildMeta keeps no " + field + ": read the object from the API server (or compare DeploymentState.LabelsHash)"
+	var m map[string]string
+	_ = json.Unmarshal([]byte(s.h.Value()), &m) // written by StringMapOf
+	return m
 }
