@@ -6,7 +6,7 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 export GOFLAGS := -buildvcs=false
-# The Manager reports "<version>+<stamp>-<commit>" (seed 001's build id, "20260613.371-384b887").
+# The Manager reports "<version>+<stamp>-<commit>" (a build id such as "0.2.0+20260613.371-384b887").
 BUILD_STAMP ?= $(shell date -u +%Y%m%d.%H%M)
 BUILD_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 

@@ -31,7 +31,7 @@ const FieldOwner = client.FieldOwner(wire.OperatorName)
 // correct the whole object when it has to be read.
 //
 // The caches hold children trimmed to their metadata (Deployments as a DeploymentState; see
-// cache.go and workloads.go). A child is in sync without any read when its version (generation
+// controllers/slimcache). A child is in sync without any read when its version (generation
 // and labels for the Deployment, whose status moves all the time; resourceVersion otherwise) is
 // the one at which
 // the operator last wrote it or compared it in full, and the desired content is the same as then

@@ -147,7 +147,7 @@ func portConflict(proxy *nexov1alpha1.NexoProxy, metrics *nexov1alpha1.NexoMetri
 }
 
 // shareable reports whether a Secret of the operator namespace may be copied into a proxy
-// namespace: a registry credential type, explicitly marked by the installer (PRODUCT §7).
+// namespace: a registry credential type, explicitly marked by the installer (docs/security.md, "Pull-Secret copies").
 func shareable(s *corev1.Secret) bool {
 	return render.ShareableRegistryType(s.Type) && s.Labels[wire.RegistryCredentialLabel] == "true"
 }

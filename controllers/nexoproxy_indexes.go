@@ -128,7 +128,7 @@ func (r *ProxyReconciler) proxiesSharingLicense(ctx context.Context, o client.Ob
 }
 
 // childChanged ignores the creation of a child (the operator just made it). Children are cached
-// as metadata (see cache.go), so for them any new resourceVersion may be drift and passes. For
+// as metadata (see controllers/slimcache), so for them any new resourceVersion may be drift and passes. For
 // the Deployment, whose status moves all the time, a new generation, new labels or owners pass
 // (status changes are deploymentChanged's).
 func childChanged() predicate.Predicate {

@@ -26,7 +26,7 @@ import (
 
 // Pure table tests of the NexoProxy controller's rules: the phase list, the status computed
 // from a pass, the in-sync checks, the watch predicates and the license reasons. The
-// integration tests (nexoproxy_test.go and the others) run the same code against an API server.
+// integration tests (nexoproxy_controller_test.go and the others) run the same code against an API server.
 
 func TestPhasesFollowTheConditionOrder(t *testing.T) {
 	var got []string

@@ -56,10 +56,6 @@ func statusConflict(ctx context.Context, err error) (ctrl.Result, error) {
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
-func conditionTrue(obj nexov1alpha1.Object, condType string) bool {
-	return meta.IsStatusConditionTrue(obj.NexoStatus().Conditions, condType)
-}
-
 // readyAndCurrent reports whether obj is Ready for its current generation.
 func readyAndCurrent(obj nexov1alpha1.Object) (bool, *metav1.Condition) {
 	c := meta.FindStatusCondition(obj.NexoStatus().Conditions, nexov1alpha1.ConditionReady)

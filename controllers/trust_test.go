@@ -24,7 +24,7 @@ import (
 )
 
 // tenantClient is a plain user with edit rights on Nexo objects and Secrets in one namespace
-// only (the tenant of PRODUCT §7).
+// only (the tenant of docs/security.md, "Actors").
 func tenantClient(t *testing.T, ns string) client.Client {
 	t.Helper()
 	cfg, err := testinstall.Tenant(context.Background(), cluster, ns)

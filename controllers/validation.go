@@ -11,8 +11,6 @@ import (
 // invalid is a failed check: a condition reason and a message saying what to fix.
 type invalid struct{ reason, message string }
 
-func (e *invalid) Error() string { return e.message }
-
 // invalidOf turns a kind's failed Validate (api/v1alpha1/<kind>_funcs.go) into a condition
 // reason and message; nil when errs is empty.
 func invalidOf(errs field.ErrorList) *invalid {

@@ -3,9 +3,7 @@ package controllers
 import (
 	"strconv"
 
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
@@ -17,9 +15,3 @@ func deploymentVersion(o client.Object) string {
 	return strconv.FormatInt(s.Generation, 10) + "/" + strconv.FormatUint(s.LabelsHash, 16)
 }
 
-func deploymentStateOf(o client.Object) (*slimcache.DeploymentState, bool) {
-	s := slimcache.StateOf(o)
-	return s, s != nil
-}
-
-type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]

@@ -11,8 +11,8 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 )
 
-// InstallCommand is what the Control Plane hands a user to install an environment (seed 003,
-// step 2): version-pinned, complete, and free of the token itself (it is a file the user saved
+// InstallCommand is what the Control Plane hands a user to install an environment
+// (docs/protocol.md, "Admin API"): version-pinned, complete, and free of the token itself (it is a file the user saved
 // when the environment was registered or its token rotated).
 type InstallCommand struct {
 	Environment string `json:"environment"`

@@ -26,7 +26,7 @@ import (
 // Server serves the Manager protocol (/v1) and the admin API (/admin).
 type Server struct {
 	Store *Store
-	// Key signs deploy manifests (PRODUCT §3); its public key goes into the operator's
+	// Key signs deploy manifests (docs/security.md, "Managed-resource signatures"); its public key goes into the operator's
 	// trusted-keys Secret.
 	Key ed25519.PrivateKey
 	// AdminToken guards /admin.

@@ -335,7 +335,7 @@ func TestConfigurationWithoutAControlPlaneURLIsRefused(t *testing.T) {
 }
 
 // TestLegacyWorkloadConfigurationIsRefusedWithAReason: earlier Managers applied legacy workload
-// configuration (seed 001). This one refuses it, and says what to send instead, rather than a
+// configuration. This one refuses it, and says what to send instead, rather than a
 // generic "unknown command".
 func TestLegacyWorkloadConfigurationIsRefusedWithAReason(t *testing.T) {
 	cp := newCraftedCP(t, protocol.Command{ID: "legacy", Type: protocol.WorkloadConfig})

@@ -178,14 +178,3 @@ func (r Report) ByID(id string) (Result, bool) {
 	return Result{}, false
 }
 
-// Find returns the result of the first check whose description starts with prefix.
-func (r Report) Find(prefix string) (Result, bool) {
-	for _, c := range r.Categories {
-		for _, res := range c.Checks {
-			if strings.HasPrefix(res.Description, prefix) {
-				return res, true
-			}
-		}
-	}
-	return Result{}, false
-}

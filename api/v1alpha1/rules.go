@@ -74,8 +74,8 @@ func (s *secretNames) targetCA(t Target) {
 	}
 }
 
-// credentialsInURL catches objects stored before the CRD refused credentials in URLs (seed 004:
-// credentials only through Secret references). The message never repeats the URL.
+// credentialsInURL catches objects stored before the CRD refused credentials in URLs (credentials
+// come only through Secret references). The message never repeats the URL.
 func credentialsInURL(path *field.Path, raw, secretField string) *field.Error {
 	if u, err := url.Parse(raw); err == nil && u.User != nil {
 		return field.Invalid(path, "(redacted)", "carries credentials (user:password@); put them in a Secret and name it in "+secretField)

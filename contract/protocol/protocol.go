@@ -25,7 +25,7 @@ const (
 	// Control Plane confirmed (Heartbeat.InventoryBase), not as a full list (see Inventory).
 	CapInventoryDelta = "inventory.delta"
 	// CapPromotionContract: the Manager reports what a promotion between bundle versions needs
-	// (installed bundle version, kind set, schema fingerprint, accepted pipeline kinds), seed 001.
+	// (installed bundle version, kind set, schema fingerprint, accepted pipeline kinds).
 	CapPromotionContract = "promotion-contract.v1"
 )
 
@@ -116,7 +116,7 @@ const (
 	Rollout   = "rollout"
 	Upgrade   = "upgrade"
 	Uninstall = "uninstall"
-	// WorkloadConfig is the legacy workload configuration of earlier Managers (seed 001):
+	// WorkloadConfig is the legacy workload configuration of earlier Managers:
 	// raw workload settings instead of Nexo objects. This Manager refuses it with a reason that
 	// says what to send instead; it is never applied.
 	WorkloadConfig = "workload-config"

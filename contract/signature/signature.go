@@ -1,4 +1,4 @@
-// Package signature signs and verifies Control-Plane-managed Nexo resources (PRODUCT §3).
+// Package signature signs and verifies Control-Plane-managed Nexo resources (docs/security.md, "Managed-resource signatures").
 //
 // A managed resource carries the label nexo.io/managed-by=control-plane and the annotations
 // nexo.io/signature (base64 ed25519 signature), nexo.io/signing-key-id,

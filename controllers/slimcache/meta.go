@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ChildMeta is what the operator keeps of each generated child and each Secret in its caches:
@@ -70,15 +69,6 @@ func MetaOf(m metav1.Object) ChildMeta {
 		c.Owner = NewControllerRef(ref.APIVersion, ref.Kind, ref.Name, ref.UID)
 	}
 	return c
-}
-
-// ChildMetaOf is the ChildMeta of any object (the cache's pass through).
-func ChildMetaOf(o client.Object) (*ChildMeta, bool) {
-	if c, ok := o.(*ChildMeta); ok {
-		return c, true
-	}
-	c := MetaOf(o)
-	return &c, true
 }
 
 func (c *ChildMeta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }

@@ -158,26 +158,6 @@ func freePort() int {
 	return p
 }
 
-// start launches a binary in the background, logging to DIR/NAME.log; it dies with the supervisor.
-func (d *demo) start(name string, env []string, args ...string) (*exec.Cmd, error) {
-	logPath := d.path(name + ".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(filepath.Join(d.bin, name), args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	d.logs[name] = logPath
-	d.procs = append(d.procs, cmd)
-	d.appendPid(name, cmd.Process.Pid)
-	return cmd, nil
-}
-
 func (d *demo) appendPid(name string, pid int) {
 	f, err := os.OpenFile(d.path("pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err == nil {
@@ -186,25 +166,6 @@ func (d *demo) appendPid(name string, pid int) {
 	}
 }
 
-func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %s", url, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
 
 func (d *demo) up(ctx context.Context) error {
 	var cfg *rest.Config

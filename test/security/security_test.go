@@ -1,4 +1,4 @@
-// Package security_test checks the trust boundaries of PRODUCT §7 on a real API server, with
+// Package security_test checks the trust boundaries of docs/security.md on a real API server, with
 // the product installed by its own chart: the effective permissions of its ServiceAccounts
 // (SubjectAccessReview against docs/rbac.md), the admission policy that reserves managed objects
 // to the Manager, and the Manager working under its own RBAC.

@@ -83,7 +83,7 @@ func Manager(ctx context.Context, c *testcluster.Cluster) (*rest.Config, error) 
 	return c.ServiceAccountConfig(ctx, Namespace, wire.ManagerName)
 }
 
-// Tenant returns a client config for the tenant of ns (PRODUCT §7): a plain user, tenant-<ns>,
+// Tenant returns a client config for the tenant of ns (docs/security.md, "Actors"): a plain user, tenant-<ns>,
 // bound by a RoleBinding to edit rights on every Nexo kind and on Secrets in ns, and nothing else.
 func Tenant(ctx context.Context, c *testcluster.Cluster, ns string) (*rest.Config, error) {
 	cs, err := kubernetes.NewForConfig(c.Config)
