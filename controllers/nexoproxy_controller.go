@@ -219,6 +219,6 @@ func (r *ProxyReconciler) checkLicense(ctx context.Context, proxy *nexov1alpha1.
 }
 
 func findReady(obj nexov1alpha1.Object) *metav1.Condition {
-	_, c := readyAndCurrent(obj)
+	_, c := nexov1alpha1.ReadyAndCurrent(obj)
 	return c
 }

@@ -36,68 +36,75 @@ type resolved struct {
 	unshareable []string
 }
 
-// resolve reads the proxy's pipeline, router, steps, observability objects, profile, license and
-// Secrets. Every referenced Nexo object must exist, be reconciled by this build and be Ready for
-// its current generation.
+// resolve reads the proxy's graph (NexoProxy.Graph: pipeline, router, steps, observability
+// objects, profile, license) and its Secrets. Every referenced Nexo object must exist, be
+// reconciled by this build and be Ready for its current generation.
 func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (*resolved, *blocked, error) {
 	res := &resolved{graph: &render.Graph{Proxy: proxy, OperatorNamespace: r.OperatorNamespace}, secrets: map[string]map[string][]byte{}}
 	ns := proxy.Namespace
 
+	refs := proxy.Graph(nil)
 	pipeline := &nexov1alpha1.NexoPipeline{}
-	if b, err := r.get(ctx, ns, "NexoPipeline", proxy.Spec.PipelineRef.Name, "spec.pipelineRef", pipeline); b != nil || err != nil {
+	if b, err := r.get(ctx, ns, refs[0].Kind, refs[0].Name, refs[0].Where, pipeline); b != nil || err != nil {
 		return nil, b, err
 	}
 	// Unsupported or misplaced kinds are named here, whatever the pipeline's own status says.
 	if bad := invalidOf(pipeline.Validate()); bad != nil {
 		return nil, &blocked{reason: bad.reason, message: fmt.Sprintf("NexoPipeline %s: %s", pipeline.Name, bad.message)}, nil
 	}
-	if b := notReady(pipeline, "NexoPipeline", pipeline.Name, "spec.pipelineRef"); b != nil {
+	if b := notReady(pipeline, refs[0].Kind, pipeline.Name, refs[0].Where); b != nil {
 		return nil, b, nil
 	}
 	res.graph.Pipeline = pipeline
-	for _, ref := range pipeline.Refs() {
-		obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, "NexoPipeline "+pipeline.Name+" "+ref.String())
-		if b != nil || err != nil {
-			return nil, b, err
+	proxyChecked := false
+	for _, ref := range proxy.Graph(pipeline)[1:] {
+		if ref.Depth == 1 && !proxyChecked {
+			// Past the pipeline's references: the proxy's own are checked before they are read.
+			proxyChecked = true
+			if bad := invalidOf(proxy.Validate()); bad != nil {
+				return nil, &blocked{reason: bad.reason, message: bad.message}, nil
+			}
 		}
-		c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: ref.Slot, Spec: specOf(obj)}
-		if ref.Slot == catalog.SlotRouter {
-			res.graph.Router = &c
-		} else {
-			res.graph.Steps = append(res.graph.Steps, c)
+		switch ref.Role {
+		case "profile":
+			if b := portConflict(proxy, res.graph.Metrics); b != nil {
+				return nil, b, nil
+			}
+			profile := &nexov1alpha1.NexoDeploymentProfile{}
+			if b, err := r.get(ctx, ns, ref.Kind, ref.Name, ref.Where, profile); b != nil || err != nil {
+				return nil, b, err
+			}
+			if b := notReady(profile, ref.Kind, profile.Name, ref.Where); b != nil {
+				return nil, b, nil
+			}
+			res.graph.Profile = profile
+		case "license":
+			lic := &nexov1alpha1.NexoLicense{}
+			if b, err := r.get(ctx, ns, ref.Kind, ref.Name, ref.Where, lic); b != nil || err != nil {
+				return nil, b, err
+			}
+			res.license = lic
+		default: // a pipeline component or an observability object
+			obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, ref.Where)
+			if b != nil || err != nil {
+				return nil, b, err
+			}
+			c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: specOf(obj)}
+			switch c.Slot {
+			case catalog.SlotRouter:
+				res.graph.Router = &c
+			case catalog.SlotObservability:
+				res.graph.Observability = append(res.graph.Observability, c)
+				if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
+					res.graph.Metrics = &m.Spec
+				}
+			default:
+				res.graph.Steps = append(res.graph.Steps, c)
+			}
+			res.addSecrets(ns, obj)
 		}
-		res.addSecrets(ns, obj)
 	}
-	if bad := invalidOf(proxy.Validate()); bad != nil {
-		return nil, &blocked{reason: bad.reason, message: bad.message}, nil
-	}
-	for i, ref := range proxy.Spec.ObservabilityRefs {
-		obj, b, err := r.getReadyKind(ctx, ns, ref.Kind, ref.Name, fmt.Sprintf("spec.observabilityRefs[%d]", i))
-		if b != nil || err != nil {
-			return nil, b, err
-		}
-		res.graph.Observability = append(res.graph.Observability, render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.SlotObservability, Spec: specOf(obj)})
-		if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
-			res.graph.Metrics = &m.Spec
-		}
-		res.addSecrets(ns, obj)
-	}
-	if b := portConflict(proxy, res.graph.Metrics); b != nil {
-		return nil, b, nil
-	}
-	profile := &nexov1alpha1.NexoDeploymentProfile{}
-	if b, err := r.get(ctx, ns, "NexoDeploymentProfile", proxy.Spec.ProfileRef.Name, "spec.profileRef", profile); b != nil || err != nil {
-		return nil, b, err
-	}
-	if b := notReady(profile, "NexoDeploymentProfile", profile.Name, "spec.profileRef"); b != nil {
-		return nil, b, nil
-	}
-	res.graph.Profile = profile
-	lic := &nexov1alpha1.NexoLicense{}
-	if b, err := r.get(ctx, ns, "NexoLicense", proxy.Spec.LicenseRef.Name, "spec.licenseRef", lic); b != nil || err != nil {
-		return nil, b, err
-	}
-	res.license = lic
+	profile := res.graph.Profile
 	res.addSecrets(ns, proxy)
 
 	// Read every referenced Secret; remember them all so their creation re-queues the proxy.
@@ -165,7 +172,7 @@ func (r *ProxyReconciler) get(ctx context.Context, ns, kind, name, where string,
 
 // notReady blocks the proxy until obj is Ready for its current generation.
 func notReady(obj nexov1alpha1.Object, kind, name, where string) *blocked {
-	ok, c := readyAndCurrent(obj)
+	ok, c := nexov1alpha1.ReadyAndCurrent(obj)
 	if ok {
 		return nil
 	}

@@ -56,11 +56,3 @@ func statusConflict(ctx context.Context, err error) (ctrl.Result, error) {
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
 
-// readyAndCurrent reports whether obj is Ready for its current generation.
-func readyAndCurrent(obj nexov1alpha1.Object) (bool, *metav1.Condition) {
-	c := meta.FindStatusCondition(obj.NexoStatus().Conditions, nexov1alpha1.ConditionReady)
-	if c == nil {
-		return false, nil
-	}
-	return c.Status == metav1.ConditionTrue && c.ObservedGeneration == obj.GetGeneration(), c
-}

@@ -199,8 +199,8 @@ func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, na
 		if row.Phase == "" {
 			row.Phase = "Unknown"
 		}
-		if c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); c != nil {
-			row.Ready = c.Status == metav1.ConditionTrue && p.Status.ObservedGeneration == p.Generation
+		if ok, c := nexov1alpha1.ReadyAndCurrent(p); c != nil {
+			row.Ready = ok
 			if !row.Ready {
 				row.Message = c.Reason + ": " + c.Message
 			}
@@ -255,54 +255,43 @@ func component(ctx context.Context, c client.Client, name string) Component {
 	return comp
 }
 
-// graph resolves the proxy's references for display: pipeline, its router and steps,
-// observability, profile and license, each with its Ready condition.
+// graph resolves the proxy's references for display (NexoProxy.Graph, the walk the operator
+// resolves), each with its readiness: True only when Ready for its current generation
+// (ReadyAndCurrent, the operator's rule), Missing when it does not exist.
 func graph(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []GraphNode {
-	node := func(depth int, role, kind, name string) GraphNode {
-		n := GraphNode{Depth: depth, Role: role, Kind: kind, Name: name, Ready: "Missing"}
-		obj, err := c.Scheme().New(nexov1alpha1.GroupVersion.WithKind(kind))
+	ready, reason := readiness(p)
+	nodes := []GraphNode{{Depth: 0, Role: "proxy", Kind: "NexoProxy", Name: p.Name, Ready: ready, Reason: reason}}
+	pl := &nexov1alpha1.NexoPipeline{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.PipelineRef.Name}, pl); err != nil {
+		pl = nil
+	}
+	for _, ref := range p.Graph(pl) {
+		n := GraphNode{Depth: ref.Depth, Role: ref.Role, Kind: ref.Kind, Name: ref.Name, Ready: "Missing"}
+		obj, err := c.Scheme().New(nexov1alpha1.GroupVersion.WithKind(ref.Kind))
 		if err != nil {
 			n.Ready = "Unknown"
-			return n
+		} else if o := obj.(nexov1alpha1.Object); c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, o) == nil {
+			n.Ready, n.Reason = readiness(o)
 		}
-		o := obj.(nexov1alpha1.Object)
-		if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, o); err != nil {
-			return n
-		}
-		n.Ready = "Unknown"
-		if cond := meta.FindStatusCondition(o.NexoStatus().Conditions, nexov1alpha1.ConditionReady); cond != nil {
-			n.Ready, n.Reason = string(cond.Status), cond.Reason
-		}
-		return n
+		nodes = append(nodes, n)
 	}
-	nodes := []GraphNode{{Depth: 0, Role: "proxy", Kind: "NexoProxy", Name: p.Name, Ready: readyOf(p.Status.Conditions), Reason: reasonOf(p.Status.Conditions)}}
-	pipe := node(1, "pipeline", "NexoPipeline", p.Spec.PipelineRef.Name)
-	nodes = append(nodes, pipe)
-	pl := &nexov1alpha1.NexoPipeline{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Spec.PipelineRef.Name}, pl); err == nil {
-		for _, r := range pl.Refs() {
-			nodes = append(nodes, node(2, string(r.Slot), r.Kind, r.Name))
-		}
-	}
-	for _, r := range p.Spec.ObservabilityRefs {
-		nodes = append(nodes, node(1, "observability", r.Kind, r.Name))
-	}
-	nodes = append(nodes, node(1, "profile", "NexoDeploymentProfile", p.Spec.ProfileRef.Name), node(1, "license", "NexoLicense", p.Spec.LicenseRef.Name))
 	return nodes
 }
 
-func readyOf(cs []metav1.Condition) string {
-	if c := meta.FindStatusCondition(cs, nexov1alpha1.ConditionReady); c != nil {
-		return string(c.Status)
+// readiness is an object's Ready column: True when Ready for its current generation, the
+// condition's status and reason otherwise, Unknown with no condition or one not yet computed for
+// the current generation.
+func readiness(o nexov1alpha1.Object) (ready, reason string) {
+	ok, c := nexov1alpha1.ReadyAndCurrent(o)
+	switch {
+	case ok:
+		return "True", c.Reason
+	case c == nil:
+		return "Unknown", ""
+	case c.ObservedGeneration != o.GetGeneration():
+		return "Unknown", "NotObservedYet"
 	}
-	return "Unknown"
-}
-
-func reasonOf(cs []metav1.Condition) string {
-	if c := meta.FindStatusCondition(cs, nexov1alpha1.ConditionReady); c != nil {
-		return c.Reason
-	}
-	return ""
+	return string(c.Status), c.Reason
 }
 
 // generated lists the objects the operator made for the proxy (controller-owned by it).

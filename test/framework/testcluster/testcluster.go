@@ -92,7 +92,7 @@ func BinDir() string {
 // RepoRoot is the repository's top folder, found from this source file.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
 // CRDDir is the folder of the generated CRDs.
