@@ -55,4 +55,3 @@ func statusConflict(ctx context.Context, err error) (ctrl.Result, error) {
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(err)
 }
-

@@ -14,4 +14,3 @@ func deploymentVersion(o client.Object) string {
 	s := slimcache.StateOf(o)
 	return strconv.FormatInt(s.Generation, 10) + "/" + strconv.FormatUint(s.LabelsHash, 16)
 }
-
