@@ -16,11 +16,12 @@ all: build
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1 and the operator's RBAC markers (from the catalog and render.Children).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	go run ./hack/rbacmarkers
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs).
+manifests: generate ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./operator/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/crdmeta

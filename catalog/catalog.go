@@ -21,6 +21,11 @@ const BuildVersion = "0.2.0"
 // CSV's NEXO_PROXY_IMAGE, kustomize's nexo-manager-config key proxyImage).
 const DefaultProxyImage = "ghcr.io/nexo-io/nexo-proxy:" + BuildVersion
 
+// MinKubernetesVersion is the oldest Kubernetes these kinds and this build's operator support:
+// nexoctl preflight checks it, and the chart (kubeVersion) and the CSV (minKubeVersion) declare
+// it.
+const MinKubernetesVersion = "1.28.0"
+
 // Group and Version of every Nexo kind.
 const (
 	Group   = "nexo.io"
@@ -181,6 +186,14 @@ func (k Kind) CRDName() string { return k.Plural + "." + Group }
 // UnsupportedMessage is the sentence every component uses when a schema-only kind is referenced.
 func UnsupportedMessage(kind string) string {
 	return fmt.Sprintf("%s is installed as a schema only; nexo-operator %s does not reconcile it", kind, BuildVersion)
+}
+
+// Summary is the sentence descriptions use for the kinds of this build: how many there are, how
+// many are reconciled, and which are installed as schemas only.
+func Summary() string {
+	schemaOnly := WithSupport(SchemaOnly)
+	return fmt.Sprintf("Of the %d %s kinds, %d are reconciled in %s and %d are installed as schemas only (%s).",
+		len(Kinds), Group, len(WithSupport(Reconciled)), BuildVersion, len(schemaOnly), strings.Join(schemaOnly, ", "))
 }
 
 // Names lists every kind name in catalog order.

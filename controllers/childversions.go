@@ -9,7 +9,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controllers/render"
 )
 
-// childID names one child of a proxy (kind is one of kindOf's constants).
+// childID names one child of a proxy (kind is the kind of its render.Children entry).
 type childID struct{ kind, name string }
 
 // childVersion is what the operator knows of a child: at this version (generation or

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +24,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
@@ -56,11 +55,12 @@ type ProxyReconciler struct {
 	metrics  *proxyMetrics
 	versions childVersions
 	writes   ownWrites
-	// What the children's and Secrets' informers keep, read from their own stores.
-	deployments          slimcache.Store[*slimcache.DeploymentState]
-	configMaps, services slimcache.Store[*slimcache.ChildMeta]
-	secretMeta           slimcache.Store[*slimcache.ChildMeta]
-	slots                licenseSlots
+	// What the children's informers keep (Secrets: every Secret), read from their own stores.
+	children    childStores
+	deployments slimcache.Store[*slimcache.DeploymentState]
+	configMaps  slimcache.Store[*slimcache.ChildMeta]
+	secretMeta  slimcache.Store[*slimcache.ChildMeta]
+	slots       licenseSlots
 }
 
 // SetupWithManager registers the indexes, the watches on every referenced kind, Secrets
@@ -87,23 +87,23 @@ func (r *ProxyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	c := mgr.GetCache()
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &nexov1alpha1.NexoProxy{}, handler.OnlyControllerOwner())
-	core := corev1.SchemeGroupVersion
-	r.deployments = slimcache.For[*slimcache.DeploymentState](r.Informers, appsv1.SchemeGroupVersion.WithKind("Deployment"), false)
-	// ConfigMaps and Secrets are found by owner too (revisions and pull-Secret copies to prune).
-	r.configMaps = slimcache.ForOwned[*slimcache.ChildMeta](r.Informers, core.WithKind("ConfigMap"), true)
-	r.services = slimcache.For[*slimcache.ChildMeta](r.Informers, core.WithKind("Service"), true)
-	r.secretMeta = slimcache.ForOwned[*slimcache.ChildMeta](r.Informers, core.WithKind("Secret"), true)
+	r.children = newChildStores(r.Informers, render.Children)
+	// The kinds whose particular entries the controller reads: the workload's replica counts,
+	// revisions to prune, pull-Secret copies to prune and every Secret's version.
+	r.deployments = r.children.deployments[render.DeploymentChild.Kind()]
+	r.configMaps = r.children.meta[render.ConfigMapChild.Kind()]
+	r.secretMeta = r.children.meta[render.SecretChild.Kind()]
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nexoproxies").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Workers}).
-		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged())).
-		// Owns, on informers whose cache keeps only a slimcache entry per object.
-		WatchesRawSource(source.Kind(c, client.Object(&appsv1.Deployment{}), owner, deploymentChanged())).
-		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("Service")), owner, childChanged())).
-		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("ConfigMap")), owner, childChanged())).
-		// Secrets: the pull-Secret copies are children; any Secret may be referenced.
-		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("Secret")), owner, childChanged())).
-		WatchesRawSource(source.Kind(c, client.Object(slimcache.MetadataOf("Secret")), handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor))).
+		For(&nexov1alpha1.NexoProxy{}, builder.WithPredicates(specOrSignatureChanged()))
+	// Owns, on informers whose cache keeps only a slimcache entry per object.
+	for _, k := range render.Children {
+		b = b.WatchesRawSource(source.Kind(c, CacheObject(k), owner, childPredicate(k)))
+	}
+	b = b.
+		// Any Secret may be referenced, not only the pull-Secret copies.
+		WatchesRawSource(source.Kind(c, CacheObject(render.SecretChild), handler.EnqueueRequestsFromMapFunc(r.secrets.proxiesFor))).
 		Watches(&nexov1alpha1.NexoProxy{}, handler.EnqueueRequestsFromMapFunc(r.proxiesSharingLicense),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
@@ -80,7 +81,8 @@ func (r *ProxyReconciler) proxiesForComponent(kind string) func(context.Context,
 			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyProfile, o.GetName())
 		case "NexoLicense":
 			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyLicense, o.GetName())
-		case "NexoMetrics", "NexoTracing", "NexoAuditLog", "NexoAccessLog":
+		}
+		if k, ok := catalog.Lookup(kind); ok && k.AllowedIn(catalog.SlotObservability) {
 			return r.proxiesWhere(ctx, o.GetNamespace(), indexProxyObserve, refKey(kind, o.GetName()))
 		}
 		var pipelines nexov1alpha1.NexoPipelineList

@@ -21,6 +21,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/license"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/controllers/slimcache"
 )
 
@@ -75,9 +76,9 @@ func TestProxyStatus(t *testing.T) {
 		{name: "conflict on a new revision", running: "r0", scope: proxyScope{passed: map[string]string{nexov1alpha1.ConditionValidated: "ok", nexov1alpha1.ConditionReferencesResolved: "ok", nexov1alpha1.ConditionLicensed: "ok"},
 			blockedAt: nexov1alpha1.ConditionWorkloadAvailable, blocked: &blocked{reason: nexov1alpha1.ReasonConflict, message: "x"}, running: dep(1, 1, 2, 2, false)},
 			phase: nexov1alpha1.ProxyDegraded, reason: nexov1alpha1.ReasonConflict, workload: metav1.ConditionFalse, revision: "r0", available: "r0"},
-		{name: "apply failed with a running revision", running: "r0", scope: proxyScope{passed: checked, applyErr: &applyError{verb: "update", obj: &corev1.Service{}, err: context.DeadlineExceeded}},
+		{name: "apply failed with a running revision", running: "r0", scope: proxyScope{passed: checked, applyErr: &applyError{verb: "update", kind: "Service", name: "p", err: context.DeadlineExceeded}},
 			phase: nexov1alpha1.ProxyDegraded, reason: nexov1alpha1.ReasonApplyFailed, workload: metav1.ConditionFalse, revision: "r0", available: "r0"},
-		{name: "apply failed on the first revision", scope: proxyScope{passed: checked, applyErr: &applyError{verb: "create", obj: &corev1.Service{}, err: context.DeadlineExceeded}},
+		{name: "apply failed on the first revision", scope: proxyScope{passed: checked, applyErr: &applyError{verb: "create", kind: "Service", name: "p", err: context.DeadlineExceeded}},
 			phase: nexov1alpha1.ProxyFailed, reason: nexov1alpha1.ReasonApplyFailed, workload: metav1.ConditionFalse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +173,7 @@ func TestDeploymentInSync(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			existing := base()
 			tc.change(existing)
-			if got := deploymentInSync(base(), existing); got != tc.want {
+			if got := render.DeploymentChild.InSync(base(), existing); got != tc.want {
 				t.Errorf("in sync %v, want %v", got, tc.want)
 			}
 		})
@@ -212,16 +213,15 @@ func TestServiceInSync(t *testing.T) {
 		}(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := serviceInSync(tc.desired, tc.existing); got != tc.want {
+			if got := render.ServiceChild.InSync(tc.desired, tc.existing); got != tc.want {
 				t.Fatalf("in sync %v, want %v", got, tc.want)
 			}
 			if !tc.want {
-				// correctService brings it back in sync and keeps what the API server allocated.
+				// Correct brings it back in sync and keeps what the API server allocated.
 				e := tc.existing.DeepCopy()
-				mergeLabels(tc.desired, e)
-				correctService(tc.desired, e)
-				if !serviceInSync(tc.desired, e) || e.Spec.ClusterIP != "10.0.0.1" {
-					t.Errorf("after correctService: in sync %v, clusterIP %q", serviceInSync(tc.desired, e), e.Spec.ClusterIP)
+				render.ServiceChild.Correct(tc.desired, e)
+				if !render.ServiceChild.InSync(tc.desired, e) || e.Spec.ClusterIP != "10.0.0.1" {
+					t.Errorf("after Correct: in sync %v, clusterIP %q", render.ServiceChild.InSync(tc.desired, e), e.Spec.ClusterIP)
 				}
 			}
 		})

@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -115,12 +114,12 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		licenseKeys[signature.KeyID(pub)] = pub
 	}
 
-	// Generated children are cached only when they carry the operator's label, and trimmed to the
-	// fields the controllers read (controllers/slimcache): ConfigMaps, Services and Secrets as
-	// metadata, Deployments without their pod template. Secrets are cached as metadata only (their
-	// content is read on demand), so unrelated objects cost no memory beyond their names.
+	// The children (controllers/render.Children) are cached only when they carry the operator's
+	// label, and trimmed to the fields the controllers read (controllers/slimcache): ConfigMaps,
+	// Services and Secrets as metadata, Deployments without their pod template. Secrets are
+	// cached whoever made them (proxies reference them), as metadata only (their content is read
+	// on demand), so unrelated objects cost no memory beyond their names.
 	ours := labels.SelectorFromSet(labels.Set{render.ManagedByLabel: render.ManagedByValue})
-	secrets := cache.ByObject{Transform: slimcache.TrimMetadata}
 	// managedFields are never read by the operator and are a large part of every cached object.
 	// A read of a kind no controller watches fails instead of starting an unscoped informer.
 	// Every informer is created through the registry, so the controllers read the trimmed
@@ -128,21 +127,17 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	sch := scheme.New()
 	informers := &slimcache.Registry{Scheme: sch}
 	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ReaderFailOnMissingInformer: true, NewInformer: informers.NewInformer}
+	var everything map[string]cache.Config // all namespaces
 	if len(cfg.WatchNamespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		secrets.Namespaces = map[string]cache.Config{cfg.OperatorNamespace: {}}
+		everything = map[string]cache.Config{cfg.OperatorNamespace: {}}
 		for _, ns := range cfg.WatchNamespaces {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-			secrets.Namespaces[ns] = cache.Config{}
+			everything[ns] = cache.Config{}
 		}
 	}
-	cacheOpts.ByObject = map[client.Object]cache.ByObject{
-		slimcache.MetadataOf("ConfigMap"): {Label: ours, Transform: slimcache.TrimMetadata},
-		slimcache.MetadataOf("Service"):   {Label: ours, Transform: slimcache.TrimMetadata},
-		&appsv1.Deployment{}:              {Label: ours, Transform: slimcache.TrimDeployment},
-		&nexov1alpha1.NexoProxy{}:         {Transform: slimcache.TrimProxy},
-		slimcache.MetadataOf("Secret"):    secrets,
-	}
+	cacheOpts.ByObject = controllers.ChildCaches(render.Children, ours, everything)
+	cacheOpts.ByObject[&nexov1alpha1.NexoProxy{}] = cache.ByObject{Transform: slimcache.TrimProxy}
 
 	// The operator talks to its own cluster's API server: gzip would cost CPU on both ends of
 	// every list and watch, and each watch stream would hold a decompressor (about 40 KB).

@@ -22,8 +22,8 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/wire"
 )
 
-// MinKubernetesVersion is the oldest Kubernetes this build supports.
-const MinKubernetesVersion = "1.28.0"
+// MinKubernetesVersion is the oldest Kubernetes this build supports (the catalog's).
+const MinKubernetesVersion = catalog.MinKubernetesVersion
 
 // ClusterCategories are the checks `nexoctl preflight` runs against a cluster; with pre, the
 // pre-install checks (permissions instead of installed state).

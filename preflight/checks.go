@@ -177,4 +177,3 @@ func (r Report) ByID(id string) (Result, bool) {
 	}
 	return Result{}, false
 }
-

@@ -316,41 +316,6 @@ func ShareableRegistryType(t corev1.SecretType) bool {
 	return t == corev1.SecretTypeDockerConfigJson || t == corev1.SecretTypeDockercfg
 }
 
-// ContentHash hashes what the operator sets on a generated object: its labels and annotations,
-// and its data (ConfigMap), type and data (Secret) or spec (Deployment, Service). The operator
-// remembers it with the version of the child it last wrote or compared in full, so a child whose
-// version has not moved is known to hold this content without reading it.
-func ContentHash(o metav1.Object) Hash {
-	var content any
-	switch t := o.(type) {
-	case *corev1.ConfigMap:
-		content = t.Data
-	case *corev1.Secret:
-		content = struct {
-			Type corev1.SecretType `json:"type"`
-			Data map[string][]byte `json:"data"`
-		}{t.Type, t.Data}
-	case *corev1.Service:
-		content = t.Spec
-	case *appsv1.Deployment:
-		content = t.Spec
-	default:
-		panic(fmt.Sprintf("render.ContentHash: %T is not a generated kind", o))
-	}
-	sum := sha256.Sum256(mustJSON(struct {
-		Labels      map[string]string `json:"labels"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-		Content     any               `json:"content"`
-	}{o.GetLabels(), o.GetAnnotations(), content}))
-	var h Hash
-	copy(h[:], sum[:])
-	return h
-}
-
-// Hash is a content hash the operator keeps in memory for every child: a fixed-size value (the
-// first 128 bits of a SHA-256), so remembering it costs no allocation.
-type Hash [16]byte
-
 // PullSecret renders a proxy's copy of a profile pull Secret from the operator namespace.
 func PullSecret(g *Graph, source *corev1.Secret) *corev1.Secret {
 	m := meta(g, PullSecretName(g.Proxy.Name, source.Name))

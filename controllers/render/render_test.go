@@ -1,6 +1,7 @@
 package render_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
@@ -179,32 +181,70 @@ func TestRevisionAndConfigHash(t *testing.T) {
 func TestContentHash(t *testing.T) {
 	g := graph()
 	dep := func() *appsv1.Deployment { return render.Deployment(g, "h", "r") }
-	if render.ContentHash(dep()) != render.ContentHash(dep()) {
+	if render.DeploymentChild.ContentHash(dep()) != render.DeploymentChild.ContentHash(dep()) {
 		t.Fatal("the same Deployment hashes differently")
 	}
 	cms := render.ConfigMaps(g, "r")
 	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson,
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte("{}")}}
 	cases := map[string]struct {
-		obj  metav1.Object
-		edit func(metav1.Object)
+		kind render.ChildKind
+		obj  client.Object
+		edit func(client.Object)
 	}{
-		"deployment template": {dep(), func(o metav1.Object) {
+		"deployment template": {render.DeploymentChild, dep(), func(o client.Object) {
 			o.(*appsv1.Deployment).Spec.Template.Annotations[render.ConfigHashKey] = "other"
 		}},
-		"deployment replicas": {dep(), func(o metav1.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptr.To[int32](5) }},
-		"deployment labels":   {dep(), func(o metav1.Object) { o.GetLabels()["extra"] = "x" }},
-		"configmap data":      {cms[0], func(o metav1.Object) { o.(*corev1.ConfigMap).Data["routing.json"] = "{}" }},
-		"service ports":       {render.Service(g), func(o metav1.Object) { o.(*corev1.Service).Spec.Ports[0].Port = 1 }},
-		"service type":        {render.Service(g), func(o metav1.Object) { o.(*corev1.Service).Spec.Type = corev1.ServiceTypeNodePort }},
-		"secret data":         {render.PullSecret(g, src), func(o metav1.Object) { o.(*corev1.Secret).Data = map[string][]byte{"k": []byte("v")} }},
-		"secret source":       {render.PullSecret(g, src), func(o metav1.Object) { o.GetAnnotations()[render.CopiedFromKey] = "x/y" }},
+		"deployment replicas": {render.DeploymentChild, dep(), func(o client.Object) { o.(*appsv1.Deployment).Spec.Replicas = ptr.To[int32](5) }},
+		"deployment labels":   {render.DeploymentChild, dep(), func(o client.Object) { o.GetLabels()["extra"] = "x" }},
+		"configmap data":      {render.ConfigMapChild, cms[0], func(o client.Object) { o.(*corev1.ConfigMap).Data["routing.json"] = "{}" }},
+		"service ports":       {render.ServiceChild, render.Service(g), func(o client.Object) { o.(*corev1.Service).Spec.Ports[0].Port = 1 }},
+		"service type":        {render.ServiceChild, render.Service(g), func(o client.Object) { o.(*corev1.Service).Spec.Type = corev1.ServiceTypeNodePort }},
+		"secret data":         {render.SecretChild, render.PullSecret(g, src), func(o client.Object) { o.(*corev1.Secret).Data = map[string][]byte{"k": []byte("v")} }},
+		"secret source":       {render.SecretChild, render.PullSecret(g, src), func(o client.Object) { o.GetAnnotations()[render.CopiedFromKey] = "x/y" }},
 	}
 	for name, c := range cases {
-		before := render.ContentHash(c.obj)
+		before := c.kind.ContentHash(c.obj)
 		c.edit(c.obj)
-		if render.ContentHash(c.obj) == before {
+		if c.kind.ContentHash(c.obj) == before {
 			t.Errorf("%s: the edit does not change the content hash", name)
+		}
+	}
+}
+
+// Every child kind renders objects of its own type, which its New, ContentHash, InSync and
+// Correct accept: a table entry whose functions disagree about the type fails here, not in a
+// reconcile.
+func TestEveryChildKindIsConsistent(t *testing.T) {
+	g := graph()
+	src := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "reg", Namespace: "nexo-system"}, Type: corev1.SecretTypeDockerConfigJson}
+	in := render.Inputs{ConfigHash: "h", Revision: "r", PullSecrets: []*corev1.Secret{src}}
+	seen := map[string]bool{}
+	for _, k := range render.Children {
+		if seen[k.Kind()] || k.Resource == "" || len(k.Verbs) == 0 {
+			t.Errorf("%s: duplicate, or no resource or verbs", k.Kind())
+		}
+		seen[k.Kind()] = true
+		objs := k.Render(g, in)
+		if len(objs) == 0 {
+			t.Errorf("%s renders nothing for a full graph", k.Kind())
+		}
+		for _, o := range objs {
+			if fmt.Sprintf("%T", o) != fmt.Sprintf("%T", k.New()) {
+				t.Errorf("%s renders a %T, New returns a %T", k.Kind(), o, k.New())
+			}
+			existing := o.DeepCopyObject().(client.Object)
+			if !k.InSync(o, existing) {
+				t.Errorf("%s: a copy of the desired object is not in sync", k.Kind())
+			}
+			existing.SetLabels(nil)
+			k.Correct(o, existing)
+			if !k.InSync(o, existing) || k.ContentHash(o) != k.ContentHash(o.DeepCopyObject().(client.Object)) {
+				t.Errorf("%s: Correct does not bring a copy back in sync, or the hash is not stable", k.Kind())
+			}
+		}
+		if got, ok := render.ChildKindOf(k.Kind()); !ok || got.GVK != k.GVK {
+			t.Errorf("ChildKindOf(%s) = %v, %v", k.Kind(), got.GVK, ok)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"unique"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -126,10 +125,10 @@ func (c *ChildMeta) SetOwnerReferences(refs []metav1.OwnerReference) {
 	}
 }
 
-// MetadataOf is the object a metadata-only informer of a core/v1 kind is asked for by.
-func MetadataOf(kind string) *metav1.PartialObjectMetadata {
+// MetadataOf is the object a metadata-only informer of a kind is asked for by.
+func MetadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+	m.SetGroupVersionKind(gvk)
 	return m
 }
 

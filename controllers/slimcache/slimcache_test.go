@@ -204,7 +204,7 @@ func TestStoreReadsTheInformersOwnStores(t *testing.T) {
 		informers = append(informers, runInformer(ctx, t, reg, ns, map[string]types.UID{"x": "u1", "y": "u2", "z": ""}))
 	}
 	// Another kind's informer is not read, and keeps the indexes the cache asked for.
-	secrets := reg.NewInformer(fcache.NewFakeControllerSource(), slimcache.MetadataOf("Secret"), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	secrets := reg.NewInformer(fcache.NewFakeControllerSource(), slimcache.MetadataOf(corev1.SchemeGroupVersion.WithKind("Secret")), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	if _, ok := secrets.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; !ok {
 		t.Error("an informer no Store reads lost the namespace index")
 	}
@@ -262,12 +262,12 @@ func runInformer(ctx context.Context, t *testing.T, reg *slimcache.Registry, ns 
 	t.Helper()
 	src := fcache.NewFakeControllerSource()
 	for name, uid := range owners {
-		m := slimcache.MetadataOf("ConfigMap")
+		m := slimcache.MetadataOf(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 		m.Namespace, m.Name, m.ResourceVersion = ns, name, "1"
 		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "nexo.io/v1alpha1", Kind: "NexoProxy", Name: "p", UID: uid, Controller: ptr.To(uid != "")}}
 		src.Add(m)
 	}
-	inf := reg.NewInformer(src, slimcache.MetadataOf("ConfigMap"), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	inf := reg.NewInformer(src, slimcache.MetadataOf(corev1.SchemeGroupVersion.WithKind("ConfigMap")), 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	if err := inf.SetTransform(slimcache.TrimMetadata); err != nil {
 		t.Fatal(err)
 	}

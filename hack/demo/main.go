@@ -166,7 +166,6 @@ func (d *demo) appendPid(name string, pid int) {
 	}
 }
 
-
 func (d *demo) up(ctx context.Context) error {
 	var cfg *rest.Config
 	kubeconfig := d.path("kubeconfig")

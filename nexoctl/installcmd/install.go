@@ -380,7 +380,7 @@ outside the release, and the trusted-keys Secret the Manager keeps.`,
 				return nil
 			}
 			if !yes {
-				fmt.Fprint(o.Out, "Deleting the 24 nexo.io CRDs deletes every Nexo object in the cluster. Type yes to continue: ")
+				fmt.Fprintf(o.Out, "Deleting the %d %s CRDs deletes every Nexo object in the cluster. Type yes to continue: ", len(catalog.Kinds), catalog.Group)
 				var answer string
 				_, _ = fmt.Fscanln(o.In, &answer)
 				if answer != "yes" {
@@ -397,7 +397,7 @@ outside the release, and the trusted-keys Secret the Manager keeps.`,
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&deleteCRDs, "delete-crds", false, "also delete the 24 CRDs and with them every Nexo object")
+	cmd.Flags().BoolVar(&deleteCRDs, "delete-crds", false, fmt.Sprintf("also delete the %d CRDs and with them every Nexo object", len(catalog.Kinds)))
 	cmd.Flags().StringVar(&release, "release", ReleaseName, "Helm release name")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd

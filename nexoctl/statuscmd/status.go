@@ -15,7 +15,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -23,6 +22,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
 )
@@ -210,7 +210,7 @@ func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, na
 		if name != "" {
 			row.Conditions = p.Status.Conditions
 			row.Graph = graph(ctx, c, p)
-			row.Objects = generated(ctx, c, p)
+			row.Objects = generated(ctx, c, p, render.Children)
 		}
 		st.AllReady = st.AllReady && row.Ready
 		st.Proxies = append(st.Proxies, row)
@@ -294,24 +294,22 @@ func readiness(o nexov1alpha1.Object) (ready, reason string) {
 	return string(c.Status), c.Reason
 }
 
-// generated lists the objects the operator made for the proxy (controller-owned by it).
-func generated(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []string {
+// generated lists the objects the operator made for the proxy (controller-owned by it), of
+// every child kind the operator generates (render.Children), read as metadata only.
+func generated(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, kinds []render.ChildKind) []string {
 	var out []string
-	add := func(kind string, list client.ObjectList) {
+	for _, k := range kinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.Kind() + "List"))
 		if err := c.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingLabels{wire.ProxyLabel: p.Name}); err != nil {
-			return
+			continue
 		}
-		items, _ := meta.ExtractList(list)
-		for _, it := range items {
-			if o, ok := it.(client.Object); ok && metav1.IsControlledBy(o, p) {
-				out = append(out, kind+"/"+o.GetName())
+		for i := range list.Items {
+			if metav1.IsControlledBy(&list.Items[i], p) {
+				out = append(out, k.Kind()+"/"+list.Items[i].Name)
 			}
 		}
 	}
-	add("Deployment", &appsv1.DeploymentList{})
-	add("Service", &corev1.ServiceList{})
-	add("ConfigMap", &corev1.ConfigMapList{})
-	add("Secret", &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "SecretList"}})
 	return out
 }
 

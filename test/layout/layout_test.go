@@ -25,24 +25,26 @@ var below = map[string][]string{
 	"charts":  {},
 	// What the processes agree on: wire names, protocol, tokens, signatures, licenses, the scheme.
 	"contract": {"catalog", "api", "config"},
-	// Libraries of one binary each.
-	"controllers": {"catalog", "api", "config", "contract"},
-	"preflight":   {"catalog", "api", "config", "contract"},
+	// Libraries of one binary each. The renderer (pure functions, and the table of a proxy's
+	// children) is below the controllers, so nexoctl status reads the same table.
+	"controllers/render": {"catalog", "api", "config", "contract"},
+	"controllers":        {"catalog", "api", "config", "contract", "controllers/render"},
+	"preflight":          {"catalog", "api", "config", "contract"},
 	// The binaries' trees.
-	"operator":     {"catalog", "api", "config", "contract", "controllers"},
+	"operator":     {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"manager":      {"catalog", "api", "config", "contract"},
 	"controlplane": {"catalog", "api", "config", "contract"},
-	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "preflight"},
+	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight"},
 	// Thin mains: each its own tree and what that tree may import.
-	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers"},
+	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"cmd/manager":      {"manager", "catalog", "api", "config", "contract"},
 	"cmd/controlplane": {"controlplane", "catalog", "api", "config", "contract"},
-	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "preflight"},
+	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "controllers/render", "preflight"},
 	// Test tooling: the product, never a test suite or hack/.
-	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers", "preflight",
+	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight",
 		"operator", "manager", "controlplane", "nexoctl"},
 	// Development tools: anything but the test suites.
-	"hack": {"catalog", "api", "config", "charts", "contract", "controllers", "preflight",
+	"hack": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight",
 		"operator", "manager", "controlplane", "nexoctl", "test/framework"},
 }
 
@@ -51,6 +53,8 @@ var below = map[string][]string{
 func treeOf(rel string) string {
 	parts := strings.Split(rel, "/")
 	switch {
+	case len(parts) > 1 && parts[0] == "controllers" && parts[1] == "render":
+		return "controllers/render"
 	case parts[0] == "cmd" && len(parts) > 1:
 		return "cmd/" + parts[1]
 	case parts[0] == "test" && len(parts) > 1 && parts[1] == "framework":
@@ -161,7 +165,8 @@ func TestTreeOf(t *testing.T) {
 		"cmd/manager":                "cmd/manager",
 		"test/framework/testcluster": "test/framework",
 		"test/e2e":                   "test",
-		"controllers/render":         "controllers",
+		"controllers/render":         "controllers/render",
+		"controllers/slimcache":      "controllers",
 		"hack/genpkg":                "hack",
 	} {
 		if got := treeOf(rel); got != want {
