@@ -599,7 +599,7 @@ type csvMetadata struct {
 	Links           []operatorsv1alpha1.AppLink                 `json:"links,omitempty"`
 	Maintainers     []operatorsv1alpha1.Maintainer              `json:"maintainers,omitempty"`
 	Maturity        string                                      `json:"maturity,omitempty"`
-	MinKubeVersion  string                                      `json:"catalog.MinKubernetesVersion,omitempty"`
+	MinKubeVersion  string                                      `json:"minKubeVersion,omitempty"`
 	Provider        operatorsv1alpha1.AppLink                   `json:"provider,omitempty"`
 }
 
