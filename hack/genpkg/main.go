@@ -1,6 +1,16 @@
-// Command genpkg derives the packaging from config/ (one source): the Helm chart's CRD and
-// operator-RBAC templates and Chart.yaml, and the OLM bundle (CSV, CRDs, metadata, scorecard).
-// `make chart bundle` runs it; the staleness check fails when its output differs from git.
+// Command genpkg derives the packaging from config/ (one source), one artefact per file:
+//
+//   - chart.go: the Helm chart's CRD, operator-RBAC, aggregated-role and admission templates, and
+//     Chart.yaml;
+//   - kustomize.go: config/rbac/role.yaml, config/rbac/aggregate_roles.yaml and the installation's
+//     admission binding;
+//   - csv.go: the ClusterServiceVersion; bundle.go: the registry+v1 bundle around it;
+//   - olmcatalog.go: the file-based catalog, olm/subscribe.yaml and PROJECT.
+//
+// YAML is marshalled from typed objects; what cannot be typed (Helm directives, comments a user
+// reads) comes from the text/template files in templates/, which use [[ ]] so Helm's {{ }} pass
+// through. rbac.go holds the rules all artefacts share. `make chart bundle` runs it; the
+// staleness check fails when its output differs from git.
 //
 //	go run ./hack/genpkg chart
 //	go run ./hack/genpkg bundle
@@ -8,32 +18,20 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
+	"embed"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
+	"text/template"
 
-	"github.com/blang/semver/v4"
-	"github.com/operator-framework/api/pkg/lib/version"
-	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/config/admission"
-	"github.com/nexo-io/nexo-edge/contract/wire"
-	"github.com/nexo-io/nexo-edge/controllers/render"
 )
 
 const (
@@ -67,6 +65,62 @@ func main() {
 	}
 }
 
+//go:embed templates
+var templateFiles embed.FS
+
+// templates are the files of templates/, with [[ ]] delimiters and a yaml function that
+// marshals a typed value.
+var templates = template.Must(template.New("").Delims("[[", "]]").Funcs(template.FuncMap{
+	"yaml": func(v any) (string, error) {
+		b, err := yaml.Marshal(v)
+		return strings.TrimSuffix(string(b), "\n"), err
+	},
+}).ParseFS(templateFiles, "templates/*"))
+
+// execute renders the template file name with data.
+func execute(name string, data any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		return nil, fmt.Errorf("templates/%s: %w", name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// writeTemplate renders the template file name with data into path.
+func writeTemplate(path, name string, data any) error {
+	out, err := execute(name, data)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
+}
+
+// writeYAML writes header (comment lines) and then each object marshalled, as one
+// multi-document file.
+func writeYAML(path, header string, objs ...any) error {
+	var parts []string
+	for _, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, string(b))
+	}
+	return os.WriteFile(path, []byte(header+strings.Join(parts, "---\n")), 0o644)
+}
+
+// role is a Role (namespace set) or ClusterRole with the part-of label, as a typed object.
+func role(name, namespace string, rules []rbacv1.PolicyRule, labels map[string]string) any {
+	meta := metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/part-of": "nexo-edge"}}
+	for k, v := range labels {
+		meta.Labels[k] = v
+	}
+	if namespace != "" {
+		return &rbacv1.Role{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"}, ObjectMeta: meta, Rules: rules}
+	}
+	return &rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: meta, Rules: rules}
+}
+
 // docs splits a multi-document YAML file.
 func docs(path string) ([][]byte, error) {
 	raw, err := os.ReadFile(path)
@@ -80,363 +134,6 @@ func docs(path string) ([][]byte, error) {
 		}
 	}
 	return out, nil
-}
-
-// operatorRules are the operator's rules, split by where they are granted (docs/rbac.md).
-type operatorRules struct {
-	// workload is granted in the watched namespaces (cluster-wide when all are watched): Nexo
-	// kinds, their status, the proxies' children, and reading Secrets.
-	workload []rbacv1.PolicyRule
-	// secretCopies writes pull-Secret copies; only ever bound per namespace.
-	secretCopies []rbacv1.PolicyRule
-	// operatorNamespace is granted in the operator's own namespace.
-	operatorNamespace []rbacv1.PolicyRule
-}
-
-var secretWriteVerbs = []string{"create", "update", "patch", "delete"}
-
-// rbacRules reads the rules controller-gen generated from the markers and splits the Secret
-// rule: its write verbs move into secretCopies, so no ClusterRoleBinding ever grants them.
-func rbacRules() (operatorRules, error) {
-	var out operatorRules
-	ds, err := docs("config/rbac/generated/role.yaml")
-	if err != nil {
-		return out, err
-	}
-	for _, d := range ds {
-		var obj struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(d, &obj); err != nil {
-			return out, err
-		}
-		switch obj.Kind {
-		case "ClusterRole":
-			for _, r := range obj.Rules {
-				if !slices.Equal(r.APIGroups, []string{""}) || !slices.Contains(r.Resources, "secrets") {
-					out.workload = append(out.workload, r)
-					continue
-				}
-				// controller-gen merges rules with equal verbs: take secrets out of this one.
-				if others := slices.DeleteFunc(slices.Clone(r.Resources), func(x string) bool { return x == "secrets" }); len(others) > 0 {
-					rest := r.DeepCopy()
-					rest.Resources = others
-					out.workload = append(out.workload, *rest)
-				}
-				read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-					Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return slices.Contains(secretWriteVerbs, v) })}
-				write := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-					Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return !slices.Contains(secretWriteVerbs, v) })}
-				out.workload = append(out.workload, read)
-				out.secretCopies = append(out.secretCopies, write)
-			}
-		case "Role":
-			out.operatorNamespace = obj.Rules
-		}
-	}
-	if out.workload == nil || out.operatorNamespace == nil || out.secretCopies == nil {
-		return out, fmt.Errorf("config/rbac/generated/role.yaml needs a ClusterRole with a secrets rule and a Role; run make manifests")
-	}
-	return out, nil
-}
-
-// roleYAML renders a Role or ClusterRole (ns "") with the part-of label.
-func roleYAML(kind, name, ns string, rules []rbacv1.PolicyRule) (string, error) {
-	b, err := yaml.Marshal(rules)
-	if err != nil {
-		return "", err
-	}
-	meta := "  name: " + name + "\n"
-	if ns != "" {
-		meta += "  namespace: " + ns + "\n"
-	}
-	return "apiVersion: rbac.authorization.k8s.io/v1\nkind: " + kind + "\nmetadata:\n" + meta +
-		"  labels:\n    app.kubernetes.io/part-of: nexo-edge\nrules:\n" + string(b), nil
-}
-
-// writeKustomizeRBAC writes config/rbac/role.yaml: the split roles with the kustomize names.
-func writeKustomizeRBAC(r operatorRules) error {
-	var parts []string
-	for _, d := range []struct {
-		kind, name, ns string
-		rules          []rbacv1.PolicyRule
-	}{
-		{"ClusterRole", "nexo-operator", "", r.workload},
-		{"ClusterRole", "nexo-operator-secret-copies", "", r.secretCopies},
-		{"Role", "nexo-operator", "nexo-system", r.operatorNamespace},
-	} {
-		s, err := roleYAML(d.kind, d.name, d.ns, d.rules)
-		if err != nil {
-			return err
-		}
-		parts = append(parts, s)
-	}
-	body := generatedHeader + "# The operator's roles, split from config/rbac/generated (docs/rbac.md). nexo-operator-secret-copies\n" +
-		"# is bound by a RoleBinding in each namespace where proxies may receive pull-Secret copies; never cluster-wide.\n" +
-		strings.Join(parts, "---\n")
-	if err := os.WriteFile("config/rbac/role.yaml", []byte(body), 0o644); err != nil {
-		return err
-	}
-	agg, err := aggregatedRolesYAML(func(role string) string { return "nexo-edge-" + role }, "    app.kubernetes.io/part-of: nexo-edge\n")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile("config/rbac/aggregate_roles.yaml", []byte(generatedHeader+"# Rights on the nexo.io kinds for the built-in view, edit and admin ClusterRoles (docs/rbac.md).\n"+agg), 0o644)
-}
-
-// aggregatedRules are the rules on every nexo.io kind that the built-in view, edit and admin
-// ClusterRoles aggregate, as cert-manager ships them: namespace teams bound to edit or view can
-// use Nexo objects. Managed objects stay Manager-only through the admission policy.
-func aggregatedRules() map[string][]rbacv1.PolicyRule {
-	var plurals []string
-	for _, k := range catalog.Kinds {
-		plurals = append(plurals, k.Plural)
-	}
-	view := rbacv1.PolicyRule{APIGroups: []string{catalog.Group}, Resources: plurals, Verbs: []string{"get", "list", "watch"}}
-	edit := rbacv1.PolicyRule{APIGroups: []string{catalog.Group}, Resources: plurals, Verbs: []string{"create", "delete", "deletecollection", "patch", "update"}}
-	return map[string][]rbacv1.PolicyRule{"view": {view}, "edit": {view, edit}, "admin": {view, edit}}
-}
-
-// aggregatedRolesYAML renders the three aggregated ClusterRoles; nameSuffix and labels are
-// spliced in as given (templates for the chart).
-func aggregatedRolesYAML(name func(role string) string, labels string) (string, error) {
-	rules := aggregatedRules()
-	var parts []string
-	for _, role := range []string{"view", "edit", "admin"} {
-		body, err := yaml.Marshal(rules[role])
-		if err != nil {
-			return "", err
-		}
-		parts = append(parts, `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: `+name(role)+`
-  labels:
-`+labels+`    rbac.authorization.k8s.io/aggregate-to-`+role+`: "true"
-rules:
-`+string(body))
-	}
-	return strings.Join(parts, "---\n"), nil
-}
-
-// chartAdmissionPolicies writes templates/admission-policy.yaml: the shared policies of
-// config/admission, each rendered only when no other release owns it (one cluster, several
-// installations; kept on uninstall, since the others use it), then this release's binding and
-// parameters, built by admission.Installation.
-func chartAdmissionPolicies(chartDir string) error {
-	// The chart's own labels replace the kustomize source's part-of label (they include it).
-	const partOf = "\n  labels:\n    app.kubernetes.io/part-of: nexo-edge\n"
-	var bodies []string
-	for _, name := range slices.Sorted(maps.Keys(admission.Files)) {
-		src := admission.Files[name]
-		if strings.Contains(src, "{{") {
-			return fmt.Errorf("config/admission/%s must contain no '{{'", name)
-		}
-		for _, doc := range strings.Split(src, "\n---\n") {
-			var meta struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
-					Name string `json:"name"`
-				} `json:"metadata"`
-			}
-			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				return err
-			}
-			if strings.Count(doc, partOf) != 1 {
-				return fmt.Errorf("config/admission/%s: want %s labelled exactly app.kubernetes.io/part-of: nexo-edge", name, meta.Metadata.Name)
-			}
-			body := strings.Replace(doc, partOf, "\n  labels:\n"+chartLabels+"  annotations:\n    helm.sh/resource-policy: keep\n", 1)
-			bodies = append(bodies, fmt.Sprintf("{{- if include \"nexo.mayOwn\" (list . %q %q) }}\n%s\n{{- end }}\n",
-				meta.Kind, meta.Metadata.Name, strings.TrimSpace(body)))
-		}
-	}
-	const nsToken, scopeToken = "RELEASE-NAMESPACE", "WATCHED-NAMESPACES"
-	b, err := bindingYAML(admission.Installation(nsToken, []string{scopeToken}))
-	if err != nil {
-		return err
-	}
-	body := strings.Replace(b, partOf[1:], "  labels:\n"+chartLabels, 1)
-	body = strings.ReplaceAll(body, admission.NamespacesAnnotation+": "+scopeToken, admission.NamespacesAnnotation+": {{ include \"nexo.admissionScope\" . | quote }}")
-	body = strings.ReplaceAll(body, nsToken, "{{ .Release.Namespace }}")
-	if strings.Contains(body, scopeToken) || !strings.Contains(body, "{{ .Release.Namespace }}") {
-		return fmt.Errorf("admission.Installation: the chart template did not take the release namespace and scope:\n%s", body)
-	}
-	bodies = append(bodies, body)
-	vap := generatedHeader + "# One nexo-managed-objects policy per cluster, bound once per installation with its own parameters\n" +
-		"# (docs/security.md, \"Admission\").\n{{- if .Values.admissionPolicy.enabled }}\n" + strings.Join(bodies, "---\n") + "{{- end }}\n"
-	return os.WriteFile(filepath.Join(chartDir, "templates", "admission-policy.yaml"), []byte(vap), 0o644)
-}
-
-// bindingYAML is an installation's binding as YAML, without the empty creationTimestamp.
-func bindingYAML(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) (string, error) {
-	raw, err := yaml.Marshal(b)
-	return strings.Replace(string(raw), "  creationTimestamp: null\n", "", 1), err
-}
-
-// kustomizeAdmissionInstallation writes config/admission/installation.yaml: the nexo-system
-// installation's binding, with its parameters (all namespaces; config/namespaced narrows them).
-func kustomizeAdmissionInstallation() error {
-	// Named as 0.2.0's kustomize binding, so that re-applying upgrades it in place: kubectl apply
-	// prunes nothing, and the old parameterless binding would be misconfigured under the new policy.
-	binding := admission.Installation("nexo-system", nil)
-	binding.Name, binding.Spec.ParamRef.Name = admission.ManagedObjectsPolicy, admission.ManagedObjectsPolicy
-	b, err := bindingYAML(binding)
-	if err != nil {
-		return err
-	}
-	out := generatedHeader + "# This installation's binding of the nexo-managed-objects policy; its annotations are its parameters:\n" +
-		"# its Manager and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n" + b
-	return os.WriteFile("config/admission/installation.yaml", []byte(out), 0o644)
-}
-
-// admissionPolicyRules let the operator of an OLM install apply the admission policies
-// (--ensure-admission-policy): create them, read them, and patch only the shared ones, by name.
-// Its own binding it only creates (its name holds the install namespace, unknown here).
-func admissionPolicyRules() ([]rbacv1.PolicyRule, error) {
-	policies, bindings, err := admission.Shared()
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, p := range policies {
-		names = append(names, p.Name)
-	}
-	for _, b := range bindings {
-		if !slices.Contains(names, b.Name) {
-			names = append(names, b.Name)
-		}
-	}
-	resources := []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, Verbs: []string{"create", "get"}},
-		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: resources, ResourceNames: names, Verbs: []string{"patch"}},
-	}, nil
-}
-
-func crdFiles() ([]string, error) {
-	files, err := filepath.Glob("config/crd/bases/*.yaml")
-	sort.Strings(files)
-	if len(files) != len(catalog.Kinds) {
-		return nil, fmt.Errorf("%d CRDs in config/crd/bases, catalog has %d kinds; run make manifests", len(files), len(catalog.Kinds))
-	}
-	return files, err
-}
-
-// chartLabels is the chart's label block (templates/_helpers.tpl), under a metadata.labels: line.
-const chartLabels = "    {{- include \"nexo.labels\" . | nindent 4 }}\n"
-
-func chart() error {
-	files, err := crdFiles()
-	if err != nil {
-		return err
-	}
-	crdOut := filepath.Join(chartDir, "templates", "crds")
-	if err := os.RemoveAll(crdOut); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(crdOut, 0o755); err != nil {
-		return err
-	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if bytes.Contains(raw, []byte("{{")) {
-			return fmt.Errorf("%s contains '{{', which Helm would read as a template", f)
-		}
-		crd := strings.TrimPrefix(string(raw), "---\n")
-		if !strings.Contains(crd, "\n  labels:\n") {
-			return fmt.Errorf("%s has no metadata.labels (hack/crdmeta stamps them)", f)
-		}
-		crd = strings.Replace(crd, "\n  labels:\n", "\n  labels:\n"+chartLabels, 1)
-		body := generatedHeader + "{{- if .Values.crds.install }}\n" + crd + "{{- end }}\n"
-		if err := os.WriteFile(filepath.Join(crdOut, filepath.Base(f)), []byte(body), 0o644); err != nil {
-			return err
-		}
-	}
-	rules, err := rbacRules()
-	if err != nil {
-		return err
-	}
-	if err := writeKustomizeRBAC(rules); err != nil {
-		return err
-	}
-	workloadYAML, err := yaml.Marshal(rules.workload)
-	if err != nil {
-		return err
-	}
-	copiesYAML, err := yaml.Marshal(rules.secretCopies)
-	if err != nil {
-		return err
-	}
-	nsYAML, err := yaml.Marshal(rules.operatorNamespace)
-	if err != nil {
-		return err
-	}
-	role := generatedHeader + `# The operator's rules, generated from the kubebuilder RBAC markers (docs/rbac.md explains each).
-# Bound in operator.yaml: cluster-wide, or in each watched namespace when operator.watchNamespaces is set.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: nexo-operator-{{ .Release.Namespace }}
-  labels:
-    {{- include "nexo.labels" . | nindent 4 }}
-rules:
-` + string(workloadYAML) + `---
-# Writing pull-Secret copies: only ever bound by RoleBindings (watched namespaces, or
-# operator.secretCopyNamespaces when all namespaces are watched), never cluster-wide.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: nexo-operator-secret-copies-{{ .Release.Namespace }}
-  labels:
-    {{- include "nexo.labels" . | nindent 4 }}
-rules:
-` + string(copiesYAML) + `---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: nexo-operator
-  namespace: {{ .Release.Namespace }}
-  labels:
-    {{- include "nexo.labels" . | nindent 4 }}
-rules:
-` + string(nsYAML)
-	if err := os.WriteFile(filepath.Join(chartDir, "templates", "operator-clusterrole.yaml"), []byte(role), 0o644); err != nil {
-		return err
-	}
-	agg, err := aggregatedRolesYAML(func(role string) string { return "nexo-edge-" + role + "-{{ .Release.Namespace }}" }, chartLabels)
-	if err != nil {
-		return err
-	}
-	agg = generatedHeader + "# Rights on the nexo.io kinds for the built-in view, edit and admin ClusterRoles (docs/rbac.md).\n" +
-		"{{- if .Values.aggregateClusterRoles }}\n" + agg + "{{- end }}\n"
-	if err := os.WriteFile(filepath.Join(chartDir, "templates", "aggregate-clusterroles.yaml"), []byte(agg), 0o644); err != nil {
-		return err
-	}
-	if err := chartAdmissionPolicies(chartDir); err != nil {
-		return err
-	}
-	if err := kustomizeAdmissionInstallation(); err != nil {
-		return err
-	}
-	chartYAML := generatedHeader + `apiVersion: v2
-name: nexo-edge
-description: Nexo Edge — the nexo-operator, the Nexo Manager and the ` + strconv.Itoa(len(catalog.Kinds)) + ` nexo.io CRDs.
-type: application
-version: ` + catalog.BuildVersion + `
-appVersion: "` + catalog.BuildVersion + `"
-kubeVersion: ">=` + catalog.MinKubernetesVersion + `-0"
-home: https://github.com/nexo-io/nexo-edge
-icon: https://nexo.io/images/nexo-edge.svg
-keywords: [mongodb, proxy, operator]
-maintainers:
-- name: Nexo Edge
-  email: edge@nexo.io
-`
-	return os.WriteFile(filepath.Join(chartDir, "Chart.yaml"), []byte(chartYAML), 0o644)
 }
 
 // deployment reads the Deployment of a config/ file.
@@ -479,251 +176,13 @@ func rulesOf(path, kind string) ([]rbacv1.PolicyRule, error) {
 	return nil, fmt.Errorf("no %s in %s", kind, path)
 }
 
-func bundle() error {
-	tmp, err := os.MkdirTemp("", "nexo-bundle-")
-	if err != nil {
-		return err
+func crdFiles() ([]string, error) {
+	files, err := filepath.Glob("config/crd/bases/*.yaml")
+	sort.Strings(files)
+	if len(files) != len(catalog.Kinds) {
+		return nil, fmt.Errorf("%d CRDs in config/crd/bases, catalog has %d kinds; run make manifests", len(files), len(catalog.Kinds))
 	}
-	defer os.RemoveAll(tmp)
-	manifests := filepath.Join(tmp, "manifests")
-	metadata := filepath.Join(tmp, "metadata")
-	scorecard := filepath.Join(tmp, "tests", "scorecard")
-	for _, d := range []string{manifests, metadata, scorecard} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	files, err := crdFiles()
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(manifests, filepath.Base(f)), raw, 0o644); err != nil {
-			return err
-		}
-	}
-	rules, err := rbacRules()
-	if err != nil {
-		return err
-	}
-	csv, err := buildCSV(rules)
-	if err != nil {
-		return err
-	}
-	out, err := yaml.Marshal(csv)
-	if err != nil {
-		return err
-	}
-	// Shipped unbound: an admin binds it with a RoleBinding in each namespace whose proxies may
-	// receive pull-Secret copies (docs/rbac.md). OLM would grant CSV rules cluster-wide.
-	copiesRole, err := roleYAML("ClusterRole", "nexo-operator-secret-copies", "", rules.secretCopies)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-secret-copies_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(copiesRole), 0o644); err != nil {
-		return err
-	}
-	// Shipped unbound too: whoever scrapes the operator's authenticated metrics gets it bound.
-	readerRole, err := roleYAML("ClusterRole", "nexo-operator-metrics-reader", "", []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(manifests, "nexo-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"), []byte(readerRole), 0o644); err != nil {
-		return err
-	}
-	// Every install path creates the trusted-keys Secret, so the Manager needs no right to create
-	// Secrets; OLM creates it in the install namespace.
-	keys, err := os.ReadFile("config/manager/trusted-keys.yaml")
-	if err != nil {
-		return err
-	}
-	keys = bytes.Replace(keys, []byte("\n  namespace: nexo-system\n"), []byte("\n"), 1)
-	if err := os.WriteFile(filepath.Join(manifests, "nexo-trusted-keys_v1_secret.yaml"), append([]byte(generatedHeader), keys...), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(manifests, packageName+".clusterserviceversion.yaml"), out, 0o644); err != nil {
-		return err
-	}
-	annotations := `annotations:
-  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
-  operators.operatorframework.io.bundle.manifests.v1: manifests/
-  operators.operatorframework.io.bundle.metadata.v1: metadata/
-  operators.operatorframework.io.bundle.package.v1: ` + packageName + `
-  operators.operatorframework.io.bundle.channels.v1: ` + channel + `
-  operators.operatorframework.io.bundle.channel.default.v1: ` + channel + `
-  operators.operatorframework.io.test.mediatype.v1: scorecard+v1
-  operators.operatorframework.io.test.config.v1: tests/scorecard/
-  com.redhat.openshift.versions: ` + openShiftVersions() + `
-`
-	if err := os.WriteFile(filepath.Join(metadata, "annotations.yaml"), []byte(annotations), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(scorecard, "config.yaml"), []byte(scorecardConfig), 0o644); err != nil {
-		return err
-	}
-	// Replace bundle/ only when everything was generated.
-	if err := os.RemoveAll(bundleDir); err != nil {
-		return err
-	}
-	if err := copyTree(tmp, bundleDir); err != nil {
-		return err
-	}
-	dockerfile := strings.ReplaceAll(annotations, "annotations:\n", "")
-	var labels []string
-	for _, l := range strings.Split(strings.TrimSpace(dockerfile), "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(l), ": ")
-		labels = append(labels, fmt.Sprintf("LABEL %s=%s", k, v))
-	}
-	df := "# Generated by hack/genpkg; do not edit. Build: docker build -f bundle.Dockerfile -t <registry>/nexo-operator-bundle:v" + catalog.BuildVersion + " .\nFROM scratch\n\n" +
-		strings.Join(labels, "\n") + "\n\nCOPY bundle/manifests /manifests/\nCOPY bundle/metadata /metadata/\nCOPY bundle/tests/scorecard /tests/scorecard/\n"
-	if err := os.WriteFile("bundle.Dockerfile", []byte(df), 0o644); err != nil {
-		return err
-	}
-	return olmCatalog(csv)
-}
-
-// csvMetadata is the value of a catalog's olm.csv.metadata property (operator-registry's
-// property.CSVMetadata; that module is not used here).
-type csvMetadata struct {
-	Annotations     map[string]string                           `json:"annotations,omitempty"`
-	CRDDescriptions operatorsv1alpha1.CustomResourceDefinitions `json:"crdDescriptions,omitempty"`
-	Description     string                                      `json:"description,omitempty"`
-	DisplayName     string                                      `json:"displayName,omitempty"`
-	InstallModes    []operatorsv1alpha1.InstallMode             `json:"installModes,omitempty"`
-	Keywords        []string                                    `json:"keywords,omitempty"`
-	Labels          map[string]string                           `json:"labels,omitempty"`
-	Links           []operatorsv1alpha1.AppLink                 `json:"links,omitempty"`
-	Maintainers     []operatorsv1alpha1.Maintainer              `json:"maintainers,omitempty"`
-	Maturity        string                                      `json:"maturity,omitempty"`
-	MinKubeVersion  string                                      `json:"minKubeVersion,omitempty"`
-	Provider        operatorsv1alpha1.AppLink                   `json:"provider,omitempty"`
-}
-
-// olmCatalog writes the file-based catalog (olm.package, olm.channel, olm.bundle) for the package
-// and the manifests an OpenShift or OLM user applies to subscribe.
-func olmCatalog(csv *operatorsv1alpha1.ClusterServiceVersion) error {
-	bundleImage := "ghcr.io/nexo-io/nexo-operator-bundle:v" + catalog.BuildVersion
-	csvName := packageName + ".v" + catalog.BuildVersion
-	var gvks strings.Builder
-	for _, k := range catalog.Kinds {
-		fmt.Fprintf(&gvks, "- type: olm.gvk\n  value:\n    group: %s\n    kind: %s\n    version: %s\n", catalog.Group, k.Kind, catalog.Version)
-	}
-	// olm.csv.metadata, as a catalog renderer (opm render) writes it: what OperatorHub shows on
-	// the tile and the details page without pulling the bundle image.
-	meta, err := yaml.Marshal([]map[string]any{{"type": "olm.csv.metadata", "value": csvMetadata{
-		Annotations: csv.Annotations, CRDDescriptions: csv.Spec.CustomResourceDefinitions, Description: csv.Spec.Description,
-		DisplayName: csv.Spec.DisplayName, InstallModes: csv.Spec.InstallModes, Keywords: csv.Spec.Keywords, Labels: csv.Labels,
-		Links: csv.Spec.Links, Maintainers: csv.Spec.Maintainers, Maturity: csv.Spec.Maturity, MinKubeVersion: csv.Spec.MinKubeVersion,
-		Provider: csv.Spec.Provider,
-	}}})
-	if err != nil {
-		return err
-	}
-	csvMeta := string(meta)
-	fbc := generatedHeader + `---
-schema: olm.package
-name: ` + packageName + `
-defaultChannel: ` + channel + `
-icon:
-  base64data: ` + icon + `
-  mediatype: image/svg+xml
----
-schema: olm.channel
-package: ` + packageName + `
-name: ` + channel + `
-entries:
-- name: ` + csvName + `
----
-schema: olm.bundle
-name: ` + csvName + `
-package: ` + packageName + `
-image: ` + bundleImage + `
-properties:
-- type: olm.package
-  value:
-    packageName: ` + packageName + `
-    version: ` + catalog.BuildVersion + `
-` + gvks.String() + csvMeta
-	if err := os.MkdirAll("olm/catalog/"+packageName, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile("olm/catalog/"+packageName+"/catalog.yaml", []byte(fbc), 0o644); err != nil {
-		return err
-	}
-	subscribe := generatedHeader + `# Subscribe to Nexo Edge through OLM (OpenShift OperatorHub or any cluster running OLM).
-# 1. The catalog: an image built from olm/catalog (see olm-catalog.Dockerfile).
-apiVersion: operators.coreos.com/v1alpha1
-kind: CatalogSource
-metadata:
-  name: nexo-edge
-  namespace: openshift-marketplace # olm on non-OpenShift clusters
-spec:
-  sourceType: grpc
-  image: ghcr.io/nexo-io/nexo-operator-catalog:latest
-  displayName: Nexo Edge
-  publisher: Nexo
-  updateStrategy:
-    registryPoll:
-      interval: 30m
----
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: nexo-system
----
-# 2. Where the operator runs and what it watches (here: all namespaces).
-apiVersion: operators.coreos.com/v1
-kind: OperatorGroup
-metadata:
-  name: nexo-edge
-  namespace: nexo-system
-spec: {}
----
-# 3. The subscription.
-apiVersion: operators.coreos.com/v1alpha1
-kind: Subscription
-metadata:
-  name: ` + packageName + `
-  namespace: nexo-system
-spec:
-  channel: ` + channel + `
-  name: ` + packageName + `
-  source: nexo-edge
-  sourceNamespace: openshift-marketplace
-  installPlanApproval: Manual
-  startingCSV: ` + csvName + `
-`
-	if err := os.WriteFile("olm/subscribe.yaml", []byte(subscribe), 0o644); err != nil {
-		return err
-	}
-	return project()
-}
-
-// project writes the kubebuilder PROJECT file, so operator-sdk users can run
-// `operator-sdk bundle validate ./bundle` and `operator-sdk scorecard ./bundle` here.
-func project() error {
-	var b strings.Builder
-	b.WriteString(generatedHeader + `# Kubebuilder project file for operator-sdk users; the bundle is generated by make bundle.
-domain: io
-layout:
-- go.kubebuilder.io/v4
-plugins:
-  manifests.sdk.operatorframework.io/v2: {}
-  scorecard.sdk.operatorframework.io/v2: {}
-projectName: ` + packageName + `
-repo: github.com/nexo-io/nexo-edge
-resources:
-`)
-	for _, k := range catalog.Kinds {
-		fmt.Fprintf(&b, "- api:\n    crdVersion: v1\n    namespaced: true\n  controller: %v\n  domain: io\n  group: nexo\n  kind: %s\n  path: github.com/nexo-io/nexo-edge/api/v1alpha1\n  version: %s\n",
-			k.Support == catalog.Reconciled, k.Kind, catalog.Version)
-	}
-	b.WriteString("version: \"3\"\n")
-	return os.WriteFile("PROJECT", []byte(b.String()), 0o644)
+	return files, err
 }
 
 func copyTree(src, dst string) error {
@@ -742,392 +201,4 @@ func copyTree(src, dst string) error {
 		}
 		return os.WriteFile(target, data, 0o644)
 	})
-}
-
-func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, error) {
-	opDep, err := deployment("config/manager/manager.yaml")
-	if err != nil {
-		return nil, err
-	}
-	// OLM tells the operator which namespaces it serves through this annotation.
-	c := &opDep.Spec.Template.Spec.Containers[0]
-	c.Env = append(c.Env, corev1EnvFromAnnotation(wire.WatchNamespacesEnv, "metadata.annotations['olm.targetNamespaces']"))
-	// A bundle cannot carry the admission policy; the operator applies it (docs/security.md).
-	c.Args = append(c.Args, "--ensure-admission-policy")
-	// Authenticated metrics: TokenReview and SubjectAccessReview (config/rbac/metrics_auth.yaml).
-	metricsAuth, err := rulesOf("config/rbac/metrics_auth.yaml", "ClusterRole")
-	if err != nil {
-		return nil, err
-	}
-	mgrDep, err := deployment("config/agent/agent.yaml")
-	if err != nil {
-		return nil, err
-	}
-	// The proxy image released with the bundle, as a plain value the Subscription's config.env
-	// replaces (OLM's related-image convention, so a mirror for disconnected installs finds it).
-	for i, e := range mgrDep.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == "NEXO_PROXY_IMAGE" {
-			mgrDep.Spec.Template.Spec.Containers[0].Env[i] = corev1.EnvVar{Name: e.Name, Value: catalog.DefaultProxyImage}
-		}
-	}
-	// The Manager serves the same namespaces as the operator: where OLM grants it rights.
-	mgrC := &mgrDep.Spec.Template.Spec.Containers[0]
-	mgrC.Env = append(mgrC.Env, corev1EnvFromAnnotation(wire.WatchNamespacesEnv, "metadata.annotations['olm.targetNamespaces']"))
-	mgrCluster, err := rulesOf("config/agent/agent.yaml", "ClusterRole")
-	if err != nil {
-		return nil, err
-	}
-	mgrRelease, err := rulesOf("config/agent/agent.yaml", "Role")
-	if err != nil {
-		return nil, err
-	}
-	policyRules, err := admissionPolicyRules()
-	if err != nil {
-		return nil, err
-	}
-	opNamespaced, opCluster, err := splitByScope(slices.Concat(rules.workload, rules.operatorNamespace, policyRules, metricsAuth))
-	if err != nil {
-		return nil, err
-	}
-	// The Manager's metrics are authenticated like the operator's (TokenReview, SubjectAccessReview).
-	mgrNamespaced, mgrClusterScoped, err := splitByScope(slices.Concat(mgrCluster, mgrRelease, metricsAuth))
-	if err != nil {
-		return nil, err
-	}
-	examples, err := almExamples()
-	if err != nil {
-		return nil, err
-	}
-	var owned []operatorsv1alpha1.CRDDescription
-	for _, k := range catalog.Kinds {
-		d := operatorsv1alpha1.CRDDescription{
-			Name: k.CRDName(), Version: catalog.Version, Kind: k.Kind,
-			DisplayName: displayName(k.Kind), Description: k.Description,
-		}
-		if k.Support == catalog.SchemaOnly {
-			d.Description += " Schema only in " + catalog.BuildVersion + ": the operator does not reconcile this kind; a reference to it reports UnsupportedReference."
-		}
-		switch k.Kind {
-		case "NexoProxy":
-			d.Resources = ownedResources(render.Children)
-			d.SpecDescriptors = []operatorsv1alpha1.SpecDescriptor{
-				{Path: "pipelineRef.name", DisplayName: "Pipeline", Description: "The NexoPipeline this proxy runs.", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes:nexo.io:v1alpha1:NexoPipeline"}},
-				{Path: "upstream.address", DisplayName: "Upstream address", Description: "MongoDB endpoint, host:port.", XDescriptors: []string{"urn:alm:descriptor:com.tectonic.ui:text"}},
-				{Path: "profileRef.name", DisplayName: "Deployment profile", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes:nexo.io:v1alpha1:NexoDeploymentProfile"}},
-				{Path: "licenseRef.name", DisplayName: "License", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes:nexo.io:v1alpha1:NexoLicense"}},
-				{Path: "replicas", DisplayName: "Replicas", XDescriptors: []string{"urn:alm:descriptor:com.tectonic.ui:podCount"}},
-			}
-			d.StatusDescriptors = []operatorsv1alpha1.StatusDescriptor{
-				{Path: "phase", DisplayName: "Phase", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes.phase"}},
-				{Path: "conditions", DisplayName: "Conditions", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes.conditions"}},
-				{Path: "readyReplicas", DisplayName: "Ready replicas", XDescriptors: []string{"urn:alm:descriptor:com.tectonic.ui:podCount"}},
-				{Path: "graphRevision", DisplayName: "Graph revision", XDescriptors: []string{"urn:alm:descriptor:text"}},
-				{Path: "configHash", DisplayName: "Config hash", XDescriptors: []string{"urn:alm:descriptor:text"}},
-			}
-		case "NexoPipeline":
-			d.SpecDescriptors = []operatorsv1alpha1.SpecDescriptor{
-				{Path: "router", DisplayName: "Router", Description: "Router kind and name."},
-				{Path: "request", DisplayName: "Request steps", Description: "Ordered request steps."},
-				{Path: "response", DisplayName: "Response steps", Description: "Ordered response steps."},
-				{Path: "connection", DisplayName: "Connection steps", Description: "Connection steps."},
-			}
-			d.StatusDescriptors = []operatorsv1alpha1.StatusDescriptor{
-				{Path: "conditions", DisplayName: "Conditions", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes.conditions"}},
-			}
-		}
-		if len(d.SpecDescriptors) == 0 {
-			// Every other kind: one descriptor per top-level spec field, from its CRD schema.
-			if d.SpecDescriptors, err = specDescriptors(k); err != nil {
-				return nil, err
-			}
-		}
-		if len(d.StatusDescriptors) == 0 && k.Support == catalog.Reconciled {
-			d.StatusDescriptors = []operatorsv1alpha1.StatusDescriptor{
-				{Path: "conditions", DisplayName: "Conditions", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes.conditions"}},
-			}
-		}
-		owned = append(owned, d)
-	}
-	csv := &operatorsv1alpha1.ClusterServiceVersion{
-		TypeMeta: metav1.TypeMeta{APIVersion: "operators.coreos.com/v1alpha1", Kind: "ClusterServiceVersion"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: packageName + ".v" + catalog.BuildVersion,
-			Annotations: map[string]string{
-				"alm-examples":   examples,
-				"capabilities":   "Basic Install",
-				"categories":     "Database,Networking,Security",
-				"containerImage": operatorImage,
-				"createdAt":      createdAt,
-				"description":    "Runs and manages Nexo Edge MongoDB-protocol proxies from a signed pipeline graph.",
-				"repository":     "https://github.com/nexo-io/nexo-edge",
-				"support":        "Nexo",
-				"operatorframework.io/suggested-namespace":         "nexo-system",
-				"operators.openshift.io/valid-subscription":        `["Nexo Edge subscription"]`,
-				"features.operators.openshift.io/disconnected":     strconv.FormatBool(allByDigest(relatedImages())),
-				"features.operators.openshift.io/fips-compliant":   "false",
-				"features.operators.openshift.io/proxy-aware":      "true", // the Manager honours HTTPS_PROXY/NO_PROXY (Go's http.ProxyFromEnvironment)
-				"features.operators.openshift.io/tls-profiles":     "false",
-				"features.operators.openshift.io/token-auth-aws":   "false",
-				"features.operators.openshift.io/token-auth-azure": "false",
-				"features.operators.openshift.io/token-auth-gcp":   "false",
-				"features.operators.openshift.io/cnf":              "false",
-				"features.operators.openshift.io/cni":              "false",
-				"features.operators.openshift.io/csi":              "false",
-			},
-		},
-		Spec: operatorsv1alpha1.ClusterServiceVersionSpec{
-			DisplayName:    "Nexo Edge",
-			Description:    csvDescription,
-			Version:        version.OperatorVersion{Version: semver.MustParse(catalog.BuildVersion)},
-			Maturity:       "alpha",
-			MinKubeVersion: catalog.MinKubernetesVersion,
-			Keywords:       []string{"mongodb", "proxy", "pii", "multi-tenant", "rate-limit"},
-			Maintainers:    []operatorsv1alpha1.Maintainer{{Name: "Nexo Edge", Email: "edge@nexo.io"}},
-			Provider:       operatorsv1alpha1.AppLink{Name: "Nexo", URL: "https://nexo.io"},
-			Links: []operatorsv1alpha1.AppLink{
-				{Name: "Documentation", URL: "https://github.com/nexo-io/nexo-edge/tree/main/docs"},
-				{Name: "Source", URL: "https://github.com/nexo-io/nexo-edge"},
-			},
-			Icon: []operatorsv1alpha1.Icon{{Data: icon, MediaType: "image/svg+xml"}},
-			InstallModes: []operatorsv1alpha1.InstallMode{
-				{Type: operatorsv1alpha1.InstallModeTypeOwnNamespace, Supported: true},
-				{Type: operatorsv1alpha1.InstallModeTypeSingleNamespace, Supported: true},
-				{Type: operatorsv1alpha1.InstallModeTypeMultiNamespace, Supported: true},
-				{Type: operatorsv1alpha1.InstallModeTypeAllNamespaces, Supported: true},
-			},
-			InstallStrategy: operatorsv1alpha1.NamedInstallStrategy{
-				StrategyName: operatorsv1alpha1.InstallStrategyNameDeployment,
-				StrategySpec: operatorsv1alpha1.StrategyDetailsDeployment{
-					DeploymentSpecs: []operatorsv1alpha1.StrategyDeploymentSpec{
-						{Name: opDep.Name, Label: opDep.Labels, Spec: opDep.Spec},
-						{Name: mgrDep.Name, Label: mgrDep.Labels, Spec: mgrDep.Spec},
-					},
-					// OLM binds clusterPermissions cluster-wide in every install mode, and permissions
-					// in the operator namespace plus each target namespace (cluster-wide only under an
-					// AllNamespaces OperatorGroup): every namespaced rule is a permission, so an
-					// OperatorGroup that targets namespaces grants nothing beyond them (docs/rbac.md).
-					// The Secret writes (pull-Secret copies) are in neither: under AllNamespaces OLM would
-					// grant them cluster-wide. The bundle ships nexo-operator-secret-copies for an admin to
-					// bind per namespace.
-					ClusterPermissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
-						{ServiceAccountName: "nexo-operator", Rules: opCluster},
-						{ServiceAccountName: "nexo-manager", Rules: mgrClusterScoped},
-					},
-					Permissions: []operatorsv1alpha1.StrategyDeploymentPermissions{
-						{ServiceAccountName: "nexo-operator", Rules: opNamespaced},
-						{ServiceAccountName: "nexo-manager", Rules: mgrNamespaced},
-					},
-				},
-			},
-			CustomResourceDefinitions: operatorsv1alpha1.CustomResourceDefinitions{Owned: owned},
-			RelatedImages:             relatedImages(),
-		},
-	}
-	return csv, nil
-}
-
-// clusterScoped are the cluster-scoped resources the product's rules name. A CSV rule on them
-// must be a clusterPermission; every other rule is a namespaced permission.
-var clusterScoped = map[string]bool{
-	"nodes": true, "namespaces": true, "customresourcedefinitions": true,
-	"tokenreviews": true, "subjectaccessreviews": true,
-	"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true,
-}
-
-// splitByScope sorts rules into namespaced and cluster-scoped ones (non-resource URLs are
-// cluster-scoped). Equal namespaced rules are merged, since the operator's release-namespace
-// Role repeats some of its watched rules. A rule that mixes both scopes is an error: split it
-// at its source.
-func splitByScope(rules []rbacv1.PolicyRule) (namespaced, cluster []rbacv1.PolicyRule, err error) {
-	for _, r := range rules {
-		n := 0
-		for _, res := range r.Resources {
-			if clusterScoped[res] {
-				n++
-			}
-		}
-		switch {
-		case len(r.NonResourceURLs) > 0 || (n == len(r.Resources) && n > 0):
-			cluster = append(cluster, r)
-		case n == 0:
-			if !slices.ContainsFunc(namespaced, func(x rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(x, r) }) {
-				namespaced = append(namespaced, r)
-			}
-		default:
-			return nil, nil, fmt.Errorf("rule %v mixes cluster-scoped and namespaced resources; split it where it is written", r.Resources)
-		}
-	}
-	return namespaced, cluster, nil
-}
-
-// almExamples is the JSON array of the samples, in catalog order.
-func almExamples() (string, error) {
-	var objs []any
-	for _, k := range catalog.Kinds {
-		raw, err := os.ReadFile(filepath.Join("config", "samples", "nexo.io_v1alpha1_"+strings.ToLower(k.Kind)+".yaml"))
-		if err != nil {
-			return "", err
-		}
-		var obj any
-		if err := yaml.Unmarshal(raw, &obj); err != nil {
-			return "", err
-		}
-		objs = append(objs, obj)
-	}
-	out, err := json.MarshalIndent(objs, "", "  ")
-	return string(out), err
-}
-
-// displayName splits NexoPIIMasking into "Nexo PII Masking".
-func relatedImages() []operatorsv1alpha1.RelatedImage {
-	return []operatorsv1alpha1.RelatedImage{
-		{Name: "nexo-operator", Image: operatorImage},
-		{Name: "nexo-manager", Image: managerImage},
-		{Name: "nexo-proxy", Image: catalog.DefaultProxyImage},
-	}
-}
-
-// allByDigest: OperatorHub's "disconnected" claim holds only when every image is pinned by
-// digest (a mirror copies digests; a tag can move).
-func allByDigest(images []operatorsv1alpha1.RelatedImage) bool {
-	for _, i := range images {
-		if !strings.Contains(i.Image, "@sha256:") {
-			return false
-		}
-	}
-	return len(images) > 0
-}
-
-// openShiftVersions is the oldest OpenShift whose Kubernetes meets catalog.MinKubernetesVersion: OpenShift
-// 4.N runs Kubernetes 1.(N+13) (4.14 runs 1.27, 4.15 runs 1.28).
-func openShiftVersions() string {
-	v := semver.MustParse(catalog.MinKubernetesVersion)
-	return fmt.Sprintf("v4.%d", v.Minor-13)
-}
-
-// specDescriptors describes each top-level spec field of a kind for the OperatorHub form, from
-// the CRD schema (its description's first sentence, a widget by type): one source, no drift.
-func specDescriptors(k catalog.Kind) ([]operatorsv1alpha1.SpecDescriptor, error) {
-	raw, err := os.ReadFile(filepath.Join("config", "crd", "bases", catalog.Group+"_"+k.Plural+".yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		return nil, err
-	}
-	var spec apiextensionsv1.JSONSchemaProps
-	for _, v := range crd.Spec.Versions {
-		if v.Name == catalog.Version && v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
-			spec = v.Schema.OpenAPIV3Schema.Properties["spec"]
-		}
-	}
-	names := make([]string, 0, len(spec.Properties))
-	for n := range spec.Properties {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []operatorsv1alpha1.SpecDescriptor
-	for _, n := range names {
-		p := spec.Properties[n]
-		desc := p.Description
-		if i := strings.Index(desc, ". "); i >= 0 {
-			desc = desc[:i+1]
-		}
-		desc = strings.ReplaceAll(desc, "\n", " ")
-		var x string
-		switch {
-		case strings.HasSuffix(n, "SecretRef"):
-			x = "urn:alm:descriptor:io.kubernetes:Secret"
-		case p.Type == "boolean":
-			x = "urn:alm:descriptor:com.tectonic.ui:booleanSwitch"
-		case p.Type == "integer" || p.Type == "number":
-			x = "urn:alm:descriptor:com.tectonic.ui:number"
-		case p.Type == "string" && len(p.Enum) > 0:
-			x = "urn:alm:descriptor:com.tectonic.ui:select:" + strings.Trim(string(p.Enum[0].Raw), `"`)
-		case p.Type == "string":
-			x = "urn:alm:descriptor:com.tectonic.ui:text"
-		case p.Type == "array":
-			x = "urn:alm:descriptor:com.tectonic.ui:arrayFieldGroup:" + n
-		default:
-			x = "urn:alm:descriptor:com.tectonic.ui:fieldGroup:" + n
-		}
-		out = append(out, operatorsv1alpha1.SpecDescriptor{Path: n, DisplayName: displayName(strings.ToUpper(n[:1]) + n[1:]), Description: desc, XDescriptors: []string{x}})
-	}
-	return out, nil
-}
-
-func displayName(kind string) string {
-	var b strings.Builder
-	for i, r := range kind {
-		if i > 0 && r >= 'A' && r <= 'Z' {
-			prev := kind[i-1]
-			nextLower := i+1 < len(kind) && kind[i+1] >= 'a' && kind[i+1] <= 'z'
-			if prev >= 'a' && prev <= 'z' || nextLower {
-				b.WriteByte(' ')
-			}
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-var csvDescription = `Nexo Edge puts a MongoDB-protocol proxy in front of your database and lets the Nexo Control
-Plane manage it.
-
-The **nexo-operator** reconciles a declarative pipeline graph — NexoProxy, NexoPipeline, routers,
-request/response/connection steps, observability, a deployment profile and a signed offline
-license — into proxy Deployments, Services and ConfigMaps. It validates managed-resource
-signatures, licenses and references, and never lets invalid configuration reach a running proxy:
-the workload keeps its last good revision and the proxy reports Degraded.
-
-The **Nexo Manager** connects outbound to the Control Plane with a connect token, reports
-inventory and applies signed deployment commands.
-
-` + catalog.Summary() + ` Run ` + "`nexoctl preflight`" + ` for the support matrix of your cluster.
-
-After installing, create the connect-token Secret with ` + "`nexoctl install --token-file <file>`" + `
-(it detects the OLM installation and only adds the Secret).`
-
-// icon is a small SVG (a hexagon with an N), base64.
-const icon = "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCA2NCA2NCI+PHBvbHlnb24gcG9pbnRzPSIzMiwyIDU4LDE3IDU4LDQ3IDMyLDYyIDYsNDcgNiwxNyIgZmlsbD0iIzBmNzY2ZSIvPjxwYXRoIGQ9Ik0yMiA0NFYyMGgzbDE0IDE4VjIwaDN2MjRoLTNMMjUgMjZ2MTh6IiBmaWxsPSIjZmZmIi8+PC9zdmc+"
-
-const scorecardConfig = `apiVersion: scorecard.operatorframework.io/v1alpha3
-kind: Configuration
-metadata:
-  name: config
-stages:
-- parallel: true
-  tests:
-  - entrypoint: [scorecard-test, basic-check-spec]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
-    labels: {suite: basic, test: basic-check-spec-test}
-  - entrypoint: [scorecard-test, olm-bundle-validation]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
-    labels: {suite: olm, test: olm-bundle-validation-test}
-  - entrypoint: [scorecard-test, olm-crds-have-validation]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
-    labels: {suite: olm, test: olm-crds-have-validation-test}
-  - entrypoint: [scorecard-test, olm-crds-have-resources]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
-    labels: {suite: olm, test: olm-crds-have-resources-test}
-  - entrypoint: [scorecard-test, olm-spec-descriptors]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
-    labels: {suite: olm, test: olm-spec-descriptors-test}
-  - entrypoint: [scorecard-test, olm-status-descriptors]
-    image: quay.io/operator-framework/scorecard-test:v1.39.0
-    labels: {suite: olm, test: olm-status-descriptors-test}
-`
-
-func corev1EnvFromAnnotation(name, path string) corev1.EnvVar {
-	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
-}
-
-// ownedResources are the objects the operator makes for a NexoProxy, as the CSV declares them.
-func ownedResources(kinds []render.ChildKind) []operatorsv1alpha1.APIResourceReference {
-	var out []operatorsv1alpha1.APIResourceReference
-	for _, c := range kinds {
-		out = append(out, operatorsv1alpha1.APIResourceReference{Kind: c.Kind(), Version: c.GVK.Version})
-	}
-	return out
 }
