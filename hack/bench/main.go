@@ -87,6 +87,22 @@ type result struct {
 	name, value, target string
 }
 
+// bench is one run: the cluster, a client, what the phases measured for the later ones to
+// compare with, and the result table.
+type bench struct {
+	ctx     context.Context
+	cl      *testcluster.Cluster
+	c       client.WithWatch
+	keyFile string
+	results []result
+
+	small int // phase 0's proxies: a tenth of N
+	// Phase 1's convergence, and its and phase 2's mutating calls, for phase 4's comparisons.
+	converge, stepEdit       time.Duration
+	convergeCalls, editCalls float64
+}
+
+// run starts the full local cluster, then runs the phases in order and prints the table.
 func run() error {
 	ctx := context.Background()
 	// The runs together keep 2.1N proxy pods (N, N/10 and the baseline's N) and up to N surge pods
@@ -109,46 +125,76 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	var results []result
-	add := func(name, value, target string) {
-		results = append(results, result{name, value, target})
-		fmt.Printf("  %-44s %s\n", name, value)
-	}
-
-	// Idle footprint: the operator with the shared graph but no proxies.
-	idle, err := startOperator(cl, keyFile)
+	b := &bench{ctx: ctx, cl: cl, c: c, keyFile: keyFile, small: max(*n/10, 1)}
+	idle, err := b.idleFootprint()
 	if err != nil {
 		return err
 	}
-	idleHeap := idle.sampleHeap()
-	time.Sleep(5 * time.Second)
-	idleRSS := idle.rssKB("VmHWM")
-	idleHeapKB := idleHeap.end()
-	idleLiveKB, err := idle.liveHeapKB(profilePath(".idle"))
-	if err != nil {
-		idle.stop()
-		return err
-	}
-	idle.stop()
-
-	small := max(*n/10, 1)
 	var sm footprint
 	if runs('0') {
-		if sm, err = marginal(ctx, c, cl, keyFile, small); err != nil {
+		if sm, err = marginal(ctx, c, cl, keyFile, b.small); err != nil {
 			return err
 		}
 	}
-
-	fmt.Printf("creating %d NexoProxies ...\n", *n)
-	if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(benchNS, i)) }); err != nil {
-		return err
-	}
-
-	fmt.Println("phase 1: operator converges all proxies")
-	op, err := startOperator(cl, keyFile)
+	op, err := b.converge1(idle, sm)
 	if err != nil {
 		return err
 	}
+	if runs('2') {
+		err = b.stepEdit2(op)
+	}
+	op.stop()
+	if err != nil {
+		return err
+	}
+	for _, phase := range []struct {
+		id  byte
+		run func() error
+	}{{'3', b.restart3}, {'4', b.baselines4}, {'5', b.status5}} {
+		if runs(phase.id) {
+			if err := phase.run(); err != nil {
+				return err
+			}
+		}
+	}
+	b.print()
+	return nil
+}
+
+// add records one measure and shows it at once.
+func (b *bench) add(name, value, target string) {
+	b.results = append(b.results, result{name, value, target})
+	fmt.Printf("  %-44s %s\n", name, value)
+}
+
+// idleFootprint is the operator's memory with the shared graph but no proxies.
+func (b *bench) idleFootprint() (footprint, error) {
+	idle, err := startOperator(b.cl, b.keyFile)
+	if err != nil {
+		return footprint{}, err
+	}
+	defer idle.stop()
+	heap := idle.sampleHeap()
+	time.Sleep(5 * time.Second)
+	f := footprint{rss: idle.rssKB("VmHWM"), heap: heap.end()}
+	f.live, err = idle.liveHeapKB(profilePath(".idle"))
+	return f, err
+}
+
+// converge1 is phase 1: N proxies are created, the operator starts and converges them. It
+// returns the running operator, which phase 2 uses.
+func (b *bench) converge1(idle, sm footprint) (*operatorProcess, error) {
+	ctx, c := b.ctx, b.c
+	fmt.Printf("creating %d NexoProxies ...\n", *n)
+	if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(benchNS, i)) }); err != nil {
+		return nil, err
+	}
+	fmt.Println("phase 1: operator converges all proxies")
+	op, err := startOperator(b.cl, b.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*operatorProcess, error) { op.stop(); return nil, err }
 	start := time.Now()
 	heap := op.sampleHeap()
 	cpuProfile := op.cpuProfile(*cpuOut, *cpuSecs)
@@ -159,174 +205,181 @@ func run() error {
 		firstPass <- time.Since(start)
 	}()
 	if err := waitProxies(ctx, c, waitLimit(), readyAtGeneration); err != nil {
-		op.stop()
-		return fmt.Errorf("%w; operator log tail:\n%s", err, op.logTail())
+		return fail(fmt.Errorf("%w; operator log tail:\n%s", err, op.logTail()))
 	}
-	converge := time.Since(start)
+	b.converge = time.Since(start)
 	if err := <-cpuProfile; err != nil {
-		return err
+		return fail(err)
 	}
 	time.Sleep(2 * time.Second) // the last Events leave the recorder's queue
 	m, err := op.metrics()
 	if err != nil {
+		return fail(err)
+	}
+	peak := footprint{rss: op.rssKB("VmHWM"), heap: heap.end()}
+	cpu := op.cpuSeconds()
+	if peak.live, err = op.liveHeapKB(profilePath("")); err != nil {
+		return fail(err)
+	}
+	b.convergeCalls = m.mutating
+	perProxy := func(kb int64) string { return fmt.Sprintf("%.1f KB", float64(kb)/float64(*n)) }
+	b.add("first pass (every proxy has a desired revision)", (<-firstPass).Round(10*time.Millisecond).String(), "")
+	b.add("convergence time (all Ready)", b.converge.Round(10*time.Millisecond).String(), "")
+	b.add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
+	b.add("mutating API calls per proxy", fmt.Sprintf("%.2f (conflicts %.2f, other failures %.2f)", m.mutating/float64(*n), m.conflicts/float64(*n), m.failed/float64(*n)), "")
+	b.add("operator peak RSS", fmt.Sprintf("%.1f MiB (idle %.1f MiB)", mib(peak.rss), mib(idle.rss)), "")
+	b.add("RSS per proxy (peak - idle) / N", perProxy(peak.rss-idle.rss), "")
+	b.add("RSS per proxy (peak / N)", perProxy(peak.rss), "")
+	b.add("operator CPU time (user + system)", fmt.Sprintf("%.1fs", cpu), "")
+	b.add("Go heap in use, peak (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", mib(peak.heap), mib(idle.heap)), "")
+	b.add("Go heap per proxy (peak - idle) / N", perProxy(peak.heap-idle.heap), "")
+	b.add("Go heap live after GC, converged (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", mib(peak.live), mib(idle.live)), "")
+	b.add("Go heap live per proxy (converged - idle) / N", perProxy(peak.live-idle.live), "")
+	if runs('0') {
+		added := float64(*n - b.small)
+		b.add(fmt.Sprintf("operator peak RSS converging %d proxies", b.small), fmt.Sprintf("%.1f MiB", mib(sm.rss)), "")
+		b.add(fmt.Sprintf("RSS per added proxy (peak %d - peak %d) / %d", *n, b.small, *n-b.small), fmt.Sprintf("%.1f KB", float64(peak.rss-sm.rss)/added), "≤ 10 KB")
+		b.add("Go heap per added proxy, peak (live after GC)", fmt.Sprintf("%.1f KB (%.1f KB)", float64(peak.heap-sm.heap)/added, float64(peak.live-sm.live)/added), "")
+	}
+	return op, nil
+}
+
+func mib(kb int64) float64 { return float64(kb) / 1024 }
+
+// stepEdit2 is phase 2: the shared step is edited under the running operator; time until every
+// proxy carries the new revision, and until every proxy is Ready on it.
+func (b *bench) stepEdit2(op *operatorProcess) error {
+	ctx, c := b.ctx, b.c
+	fmt.Println("phase 2: edit the shared step")
+	p := &nexov1alpha1.NexoProxy{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "proxy-0"}, p); err != nil {
 		return err
 	}
-	peakRSS := op.rssKB("VmHWM")
-	peakHeapKB := heap.end()
-	cpu := op.cpuSeconds()
-	liveKB, err := op.liveHeapKB(profilePath(""))
+	old := p.Status.GraphRevision
+	rl := &nexov1alpha1.NexoRateLimit{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: fleet.SharedStep}, rl); err != nil {
+		return err
+	}
+	rl.Spec.OperationsPerSecond++
+	if err := c.Update(ctx, rl); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Status.GraphRevision != old && p.Status.GraphRevision != ""
+	}); err != nil {
+		return err
+	}
+	b.add("shared step edit → all proxies on new revision", time.Since(start).Round(10*time.Millisecond).String(), "")
+	if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
+		return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.AvailableRevision == p.Status.GraphRevision && p.Status.GraphRevision != old
+	}); err != nil {
+		return err
+	}
+	b.stepEdit = time.Since(start)
+	b.add("shared step edit → all Ready on it (rollout)", b.stepEdit.Round(10*time.Millisecond).String(), "")
+	time.Sleep(3 * time.Second)
+	after, err := op.metrics()
 	if err != nil {
 		return err
 	}
-	add("first pass (every proxy has a desired revision)", (<-firstPass).Round(10*time.Millisecond).String(), "")
-	add("convergence time (all Ready)", converge.Round(10*time.Millisecond).String(), "")
-	add("reconciles per proxy", fmt.Sprintf("%.2f", m.reconciles/float64(*n)), "≤ 2")
-	convergeCalls := m.mutating // m is scraped again in phase 3
-	add("mutating API calls per proxy", fmt.Sprintf("%.2f (conflicts %.2f, other failures %.2f)", m.mutating/float64(*n), m.conflicts/float64(*n), m.failed/float64(*n)), "")
-	add("operator peak RSS", fmt.Sprintf("%.1f MiB (idle %.1f MiB)", float64(peakRSS)/1024, float64(idleRSS)/1024), "")
-	add("RSS per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakRSS-idleRSS)/float64(*n)), "")
-	add("RSS per proxy (peak / N)", fmt.Sprintf("%.1f KB", float64(peakRSS)/float64(*n)), "")
-	add("operator CPU time (user + system)", fmt.Sprintf("%.1fs", cpu), "")
-	add("Go heap in use, peak (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(peakHeapKB)/1024, float64(idleHeapKB)/1024), "")
-	add("Go heap per proxy (peak - idle) / N", fmt.Sprintf("%.1f KB", float64(peakHeapKB-idleHeapKB)/float64(*n)), "")
-	add("Go heap live after GC, converged (idle)", fmt.Sprintf("%.1f MiB (%.1f MiB)", float64(liveKB)/1024, float64(idleLiveKB)/1024), "")
-	add("Go heap live per proxy (converged - idle) / N", fmt.Sprintf("%.1f KB", float64(liveKB-idleLiveKB)/float64(*n)), "")
-	added := float64(*n - small)
+	b.editCalls = after.mutating - b.convergeCalls
+	return nil
+}
+
+// restart3 is phase 3: the operator restarts over converged proxies; it should write nothing.
+func (b *bench) restart3() error {
+	fmt.Println("phase 3: restart the operator over converged proxies")
+	op, err := startOperator(b.cl, b.keyFile)
+	if err != nil {
+		return err
+	}
+	defer op.stop()
+	var m opMetrics
+	deadline := time.Now().Add(waitLimit())
+	for {
+		m, err = op.metrics()
+		if err == nil && m.reconciles >= float64(*n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("restarted operator reconciled %.0f of %d proxies", m.reconciles, *n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if m, err = op.metrics(); err != nil {
+		return err
+	}
+	b.add("mutating API calls after restart", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), "0")
+	return nil
+}
+
+// baselines4 is phase 4: the raw-write baselines of phases 1 and 2, and the comparisons.
+func (b *bench) baselines4() error {
+	ctx, c := b.ctx, b.c
+	fmt.Println("phase 4: raw-write baseline (the contract's writes, unthrottled client)")
+	if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(baselineNS, i)) }); err != nil {
+		return err
+	}
+	base, err := rawBaseline(ctx, c)
+	if err != nil {
+		return err
+	}
+	b.add("baseline: children written, all Available", base.children.Round(10*time.Millisecond).String(), "")
+	b.add("baseline: closing status and Event written too", base.contract.Round(10*time.Millisecond).String(), "")
+	b.add("convergence / baseline (all Available)", fmt.Sprintf("%.2fx", b.converge.Seconds()/base.children.Seconds()), "≤ 1.2x")
+	b.add("baseline mutating calls per proxy", fmt.Sprintf("%.2f", float64(base.calls)/float64(*n)), "")
+	b.add("operator / baseline mutating calls", fmt.Sprintf("%.2f / %.2f", b.convergeCalls/float64(*n), float64(base.calls)/float64(*n)), "≤ 1")
+	if !runs('2') {
+		return nil
+	}
+	edit, err := rawStepEdit(ctx, c)
+	if err != nil {
+		return err
+	}
+	b.add("step edit baseline: rolled out", edit.children.Round(10*time.Millisecond).String(), "")
+	b.add("step edit baseline: closing writes too", edit.contract.Round(10*time.Millisecond).String(), "")
+	b.add("step edit / its baseline (rolled out)", fmt.Sprintf("%.2fx", b.stepEdit.Seconds()/edit.children.Seconds()), "≤ 1.3x")
+	b.add("step edit mutating calls per proxy: operator / baseline", fmt.Sprintf("%.2f / %.2f", b.editCalls/float64(*n), float64(edit.calls)/float64(*n)), "")
+	return nil
+}
+
+// status5 is phase 5: nexoctl status -A against kubectl get nexoproxies -A, best of three.
+func (b *bench) status5() error {
+	fmt.Println("phase 5: nexoctl status -A against kubectl get nexoproxies -A")
+	status, err := bestOf3(b.cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "nexoctl"), "status", "-A")
+	if err != nil {
+		return err
+	}
+	kubectl, err := bestOf3(b.cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "kubectl"), "get", "nexoproxies", "-A")
+	if err != nil {
+		return err
+	}
+	listed := *n
 	if runs('0') {
-		add(fmt.Sprintf("operator peak RSS converging %d proxies", small), fmt.Sprintf("%.1f MiB", float64(sm.rss)/1024), "")
-		add(fmt.Sprintf("RSS per added proxy (peak %d - peak %d) / %d", *n, small, *n-small), fmt.Sprintf("%.1f KB", float64(peakRSS-sm.rss)/added), "≤ 10 KB")
-		add("Go heap per added proxy, peak (live after GC)", fmt.Sprintf("%.1f KB (%.1f KB)", float64(peakHeapKB-sm.heap)/added, float64(liveKB-sm.live)/added), "")
+		listed += b.small
 	}
-
-	var stepEdit time.Duration
-	var editCalls float64
-	if runs('2') {
-		fmt.Println("phase 2: edit the shared step")
-		var old string
-		{
-			p := &nexov1alpha1.NexoProxy{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: "proxy-0"}, p); err != nil {
-				return err
-			}
-			old = p.Status.GraphRevision
-			rl := &nexov1alpha1.NexoRateLimit{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: benchNS, Name: fleet.SharedStep}, rl); err != nil {
-				return err
-			}
-			rl.Spec.OperationsPerSecond++
-			if err := c.Update(ctx, rl); err != nil {
-				return err
-			}
-		}
-		start = time.Now()
-		if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
-			return p.Status.GraphRevision != old && p.Status.GraphRevision != ""
-		}); err != nil {
-			op.stop()
-			return err
-		}
-		add("shared step edit → all proxies on new revision", time.Since(start).Round(10*time.Millisecond).String(), "")
-		if err := waitProxies(ctx, c, waitLimit(), func(p *nexov1alpha1.NexoProxy) bool {
-			return p.Status.Phase == nexov1alpha1.ProxyReady && p.Status.AvailableRevision == p.Status.GraphRevision && p.Status.GraphRevision != old
-		}); err != nil {
-			op.stop()
-			return err
-		}
-		stepEdit = time.Since(start)
-		add("shared step edit → all Ready on it (rollout)", stepEdit.Round(10*time.Millisecond).String(), "")
-		time.Sleep(3 * time.Second)
-		after, err := op.metrics()
-		if err != nil {
-			return err
-		}
-		editCalls = after.mutating - convergeCalls
-	}
-	op.stop()
-
-	if runs('3') {
-		fmt.Println("phase 3: restart the operator over converged proxies")
-		op, err = startOperator(cl, keyFile)
-		if err != nil {
-			return err
-		}
-		deadline := time.Now().Add(waitLimit())
-		for {
-			m, err = op.metrics()
-			if err == nil && m.reconciles >= float64(*n) {
-				break
-			}
-			if time.Now().After(deadline) {
-				op.stop()
-				return fmt.Errorf("restarted operator reconciled %.0f of %d proxies", m.reconciles, *n)
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		time.Sleep(3 * time.Second)
-		if m, err = op.metrics(); err != nil {
-			return err
-		}
-		add("mutating API calls after restart", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), "0")
-		op.stop()
-	}
-
 	if runs('4') {
-		fmt.Println("phase 4: raw-write baseline (the contract's writes, unthrottled client)")
-		if err := fleet.Parallel(*n, *workers, func(i int) error { return c.Create(ctx, fleet.Proxy(baselineNS, i)) }); err != nil {
-			return err
-		}
-		base, err := rawBaseline(ctx, c)
-		if err != nil {
-			return err
-		}
-		add("baseline: children written, all Available", base.children.Round(10*time.Millisecond).String(), "")
-		add("baseline: closing status and Event written too", base.contract.Round(10*time.Millisecond).String(), "")
-		add("convergence / baseline (all Available)", fmt.Sprintf("%.2fx", converge.Seconds()/base.children.Seconds()), "≤ 1.2x")
-		add("baseline mutating calls per proxy", fmt.Sprintf("%.2f", float64(base.calls)/float64(*n)), "")
-		add("operator / baseline mutating calls", fmt.Sprintf("%.2f / %.2f", convergeCalls/float64(*n), float64(base.calls)/float64(*n)), "≤ 1")
-		if runs('2') {
-			edit, err := rawStepEdit(ctx, c)
-			if err != nil {
-				return err
-			}
-			add("step edit baseline: rolled out", edit.children.Round(10*time.Millisecond).String(), "")
-			add("step edit baseline: closing writes too", edit.contract.Round(10*time.Millisecond).String(), "")
-			add("step edit / its baseline (rolled out)", fmt.Sprintf("%.2fx", stepEdit.Seconds()/edit.children.Seconds()), "≤ 1.3x")
-			add("step edit mutating calls per proxy: operator / baseline", fmt.Sprintf("%.2f / %.2f", editCalls/float64(*n), float64(edit.calls)/float64(*n)), "")
-		}
+		listed += *n
 	}
+	b.add(fmt.Sprintf("nexoctl status -A (%d proxies)", listed), status.Round(time.Millisecond).String(), "")
+	b.add("kubectl get nexoproxies -A", kubectl.Round(time.Millisecond).String(), "")
+	b.add("nexoctl status -A / kubectl get", fmt.Sprintf("%.2fx", status.Seconds()/kubectl.Seconds()), "≤ 1.2x")
+	return nil
+}
 
-	if runs('5') {
-		fmt.Println("phase 5: nexoctl status -A against kubectl get nexoproxies -A")
-		status, err := bestOf3(cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "nexoctl"), "status", "-A")
-		if err != nil {
-			return err
-		}
-		kubectl, err := bestOf3(cl.Kubeconfig, filepath.Join(testcluster.BinDir(), "kubectl"), "get", "nexoproxies", "-A")
-		if err != nil {
-			return err
-		}
-		listed := *n
-		if runs('0') {
-			listed += small
-		}
-		if runs('4') {
-			listed += *n
-		}
-		add(fmt.Sprintf("nexoctl status -A (%d proxies)", listed), status.Round(time.Millisecond).String(), "")
-		add("kubectl get nexoproxies -A", kubectl.Round(time.Millisecond).String(), "")
-		add("nexoctl status -A / kubectl get", fmt.Sprintf("%.2fx", status.Seconds()/kubectl.Seconds()), "≤ 1.2x")
-	}
-
+// print writes the result table.
+func (b *bench) print() {
 	gogc := *opGOGC
 	if gogc == "" {
 		gogc = "default (--gc-percent)"
 	}
 	fmt.Printf("\nNexo operator benchmark, N=%d, proxy workers %d, operator GOGC %s\n", *n, *pworker, gogc)
 	fmt.Printf("%-48s %-34s %s\n", "measure", "value", "target")
-	for _, r := range results {
+	for _, r := range b.results {
 		fmt.Printf("%-48s %-34s %s\n", r.name, r.value, r.target)
 	}
-	return nil
 }
 
 // footprint is the operator's memory after converging some proxies: peak RSS, peak Go heap in

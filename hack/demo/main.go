@@ -73,6 +73,8 @@ func main() {
 	}
 }
 
+// demo is one demo run: what it started (to stop it) and what the later steps need of the
+// earlier ones.
 type demo struct {
 	dir, bin string
 	existing bool
@@ -82,6 +84,14 @@ type demo struct {
 	procs    []*exec.Cmd
 	pods     []*testinstall.LocalPod
 	logs     map[string]string
+
+	kubeconfig string
+	cfg        *rest.Config
+	k8s        client.Client
+	cpURL      string
+	adminToken string
+	envID      string
+	vendorKey  ed25519.PrivateKey
 }
 
 func (d *demo) path(name string) string { return filepath.Join(d.dir, name) }
@@ -166,9 +176,30 @@ func (d *demo) appendPid(name string, pid int) {
 	}
 }
 
+// up takes the hosted path a user takes, step by step; a failing step names itself and the
+// component whose log explains it.
 func (d *demo) up(ctx context.Context) error {
-	var cfg *rest.Config
-	kubeconfig := d.path("kubeconfig")
+	for _, step := range []func(context.Context) error{
+		d.startCluster,
+		d.startControlPlane,
+		d.installFromControlPlane,
+		d.runProduct,
+		d.deployFromControlPlane,
+		d.applyLegacyProxy,
+		d.waitForProxies,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	d.progress("✔ Nexo Edge is running")
+	return nil
+}
+
+// startCluster starts the local cluster, or takes the one of KUBECONFIG (CLUSTER=existing), and
+// connects to it.
+func (d *demo) startCluster(ctx context.Context) error {
+	d.kubeconfig = d.path("kubeconfig")
 	if d.existing {
 		src := os.Getenv("KUBECONFIG")
 		if src == "" {
@@ -179,8 +210,8 @@ func (d *demo) up(ctx context.Context) error {
 		if err != nil {
 			return &stepErr{step: "use the existing cluster", err: err}
 		}
-		_ = os.WriteFile(kubeconfig, raw, 0o600)
-		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+		_ = os.WriteFile(d.kubeconfig, raw, 0o600)
+		if d.cfg, err = clientcmd.BuildConfigFromFlags("", d.kubeconfig); err != nil {
 			return &stepErr{step: "use the existing cluster", err: err}
 		}
 	} else {
@@ -193,51 +224,63 @@ func (d *demo) up(ctx context.Context) error {
 		if err != nil {
 			return &stepErr{step: "start the local cluster", err: err}
 		}
-		d.cluster, cfg = c, c.Config
+		d.cluster, d.cfg = c, c.Config
 		for _, pid := range c.Pids() {
 			d.appendPid("cluster-component", pid)
 		}
 		raw, _ := os.ReadFile(c.Kubeconfig)
-		_ = os.WriteFile(kubeconfig, raw, 0o600)
+		_ = os.WriteFile(d.kubeconfig, raw, 0o600)
 	}
 	scheme := scheme.New()
 	_ = apiextensionsv1.AddToScheme(scheme)
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
+	var err error
+	if d.k8s, err = client.New(d.cfg, client.Options{Scheme: scheme}); err != nil {
 		return &stepErr{step: "connect to the cluster", err: err}
 	}
+	return nil
+}
 
+// startControlPlane serves the reference Control Plane on loopback and registers the demo
+// environment; its connect token goes where the install command expects it.
+func (d *demo) startControlPlane(context.Context) error {
 	d.progress("▸ starting the reference Control Plane and registering the demo environment")
 	_, cpKey, _ := ed25519.GenerateKey(rand.Reader) // the first signing key (controlplane serve --signing-key); Managers learn it over the channel
+	var err error
 	if d.cpStore, err = controlplane.Open(d.path("controlplane.db")); err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
-	adminToken := randomHex(16) // independent of the signing key
+	d.adminToken = randomHex(16) // independent of the signing key
 	cpAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
 	// Kept in a file (0600) so the admin commands the demo prints for exploring work as printed.
-	if err := os.WriteFile(d.path("admin-token"), []byte(adminToken), 0o600); err != nil {
+	if err := os.WriteFile(d.path("admin-token"), []byte(d.adminToken), 0o600); err != nil {
 		return err
 	}
-	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr}
+	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: d.adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr}
 	lis, err := net.Listen("tcp", cpAddr)
 	if err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
 	d.cpServer = controlplane.NewHTTPServer("", cpSrv.Handler())
 	go func() { _ = d.cpServer.Serve(lis) }()
-	cpURL := "http://" + cpAddr
-	env, err := registerEnvironment(cpURL, adminToken)
+	d.cpURL = "http://" + cpAddr
+	env, err := registerEnvironment(d.cpURL, d.adminToken)
 	if err != nil {
 		return &stepErr{step: "register the demo environment", err: err}
 	}
+	d.envID = env.ID
 	// The token goes where the install command expects it: ./connect-token, from the demo folder.
-	tokenFile := d.path("connect-token")
-	if err := os.WriteFile(tokenFile, []byte(env.Token), 0o600); err != nil {
+	if err := os.WriteFile(d.path("connect-token"), []byte(env.Token), 0o600); err != nil {
 		return err
 	}
-	_ = os.WriteFile(d.path("controlplane.json"), []byte(fmt.Sprintf(`{"url":%q,"environment":%q}`+"\n", cpURL, env.ID)), 0o644)
+	_ = os.WriteFile(d.path("controlplane.json"), []byte(fmt.Sprintf(`{"url":%q,"environment":%q}`+"\n", d.cpURL, env.ID)), 0o644)
+	return nil
+}
+
+// installFromControlPlane runs the install command the Control Plane prints for the environment
+// (nexoctl install, the real Helm SDK install), plus the demo's own choices.
+func (d *demo) installFromControlPlane(ctx context.Context) error {
 	var ic controlplane.InstallCommand
-	if err := (controlplane.AdminClient{URL: cpURL, Token: adminToken}).Do("GET", "/admin/environments/"+env.ID+"/install", nil, &ic); err != nil {
+	if err := (controlplane.AdminClient{URL: d.cpURL, Token: d.adminToken}).Do("GET", "/admin/environments/"+d.envID+"/install", nil, &ic); err != nil {
 		return &stepErr{step: "the Control Plane's install command", err: err}
 	}
 	line, _, _ := strings.Cut(ic.Nexoctl, "#")
@@ -246,9 +289,9 @@ func (d *demo) up(ctx context.Context) error {
 	// profile's imagePullSecrets, the namespace its copies may go to, and waiting.
 	_ = os.WriteFile(d.path("registry.dockerconfigjson"), []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`), 0o600)
 	args = append(args, "--registry-secret", "nexo-registry="+d.path("registry.dockerconfigjson"),
-		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m", "--kubeconfig", kubeconfig)
+		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m", "--kubeconfig", d.kubeconfig)
 	d.progress("▸ %s (the Control Plane's install command) --registry-secret … --set operator.secretCopyNamespaces={shop} --wait", strings.TrimSpace(line))
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil && !strings.Contains(err.Error(), "already exists") {
+	if err := d.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		return &stepErr{step: "create namespace shop", err: err}
 	}
 	install := exec.CommandContext(ctx, filepath.Join(d.bin, "nexoctl"), args...)
@@ -259,16 +302,21 @@ func (d *demo) up(ctx context.Context) error {
 	if err != nil {
 		return &stepErr{step: "nexoctl install", component: "nexoctl-install", err: err}
 	}
-
-	if err := testinstall.WaitCRDsServed(ctx, cfg, len(catalog.Kinds), time.Minute); err != nil {
+	if err := testinstall.WaitCRDsServed(ctx, d.cfg, len(catalog.Kinds), time.Minute); err != nil {
 		return &stepErr{step: "the chart's CRDs are served", err: err}
 	}
+	return nil
+}
+
+// runProduct runs the operator and the Manager from the Deployments the chart installed: their
+// own args, env and mounted Secrets (LocalPod), authenticated as their ServiceAccounts, so the
+// product's RBAC decides what they may do. The one addition is the demo's license authority: a
+// demo cannot hold the vendor's license-signing key.
+func (d *demo) runProduct(ctx context.Context) error {
 	d.progress("▸ running nexo-operator and nexo-manager from the installed Deployments (local processes, as the chart's ServiceAccounts)")
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
+	d.vendorKey = vendorKey
 	_ = os.WriteFile(d.path("license-vendor.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
-	// The Deployments' own args, env and mounted Secrets (LocalPod), authenticated as their
-	// ServiceAccounts: the product's RBAC decides what they may do. The one addition is the demo's
-	// license authority: a demo cannot hold the vendor's license-signing key.
 	for _, p := range []struct {
 		name, component, binary string
 		extra                   []string
@@ -278,7 +326,7 @@ func (d *demo) up(ctx context.Context) error {
 	} {
 		podDir := d.path(p.component)
 		_ = os.MkdirAll(podDir, 0o700)
-		pod, err := testinstall.RunDeployment(ctx, cfg, "nexo-system", p.name, testinstall.PodOptions{
+		pod, err := testinstall.RunDeployment(ctx, d.cfg, "nexo-system", p.name, testinstall.PodOptions{
 			Dir: podDir, Binary: filepath.Join(d.bin, p.binary), ExtraArgs: p.extra, LogPath: d.path(p.component + ".log")})
 		if err != nil {
 			return &stepErr{step: "start " + p.name, err: err}
@@ -290,16 +338,21 @@ func (d *demo) up(ctx context.Context) error {
 			return &stepErr{step: p.name + " ready", component: p.component, err: err}
 		}
 	}
+	return nil
+}
 
+// deployFromControlPlane prepares namespace shop (license, salt) and queues the signed deploy of
+// orders-proxy on the Control Plane; the Manager applies it.
+func (d *demo) deployFromControlPlane(ctx context.Context) error {
 	d.progress("▸ deploy from the Control Plane: orders-proxy (router, tenant isolation, PII masking, connection pool, metrics; profile; license) into namespace shop")
 	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(30 * 24 * time.Hour),
-		Entitlements: []string{"NexoTenantIsolation", "NexoPIIMasking", "NexoConnectionPool"}, MaxProxies: 5}, vendorKey)
+		Entitlements: []string{"NexoTenantIsolation", "NexoPIIMasking", "NexoConnectionPool"}, MaxProxies: 5}, d.vendorKey)
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: "shop"}, Data: map[string][]byte{"salt": []byte("demo-salt")}},
 	} {
-		if err := k8s.Create(ctx, o); err != nil && !strings.Contains(err.Error(), "already exists") {
+		if err := d.k8s.Create(ctx, o); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return &stepErr{step: "prepare namespace shop", err: err}
 		}
 	}
@@ -307,27 +360,36 @@ func (d *demo) up(ctx context.Context) error {
 	if err != nil {
 		return &stepErr{step: "build the demo graph", err: err}
 	}
-	if err := enqueue(cpURL, adminToken, env.ID, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: manifests}); err != nil {
+	if err := enqueue(d.cpURL, d.adminToken, d.envID, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: manifests}); err != nil {
 		return &stepErr{step: "queue the deploy command", err: err}
 	}
+	return nil
+}
 
+// applyLegacyProxy applies legacy-proxy directly; its pipeline references a schema-only kind.
+func (d *demo) applyLegacyProxy(ctx context.Context) error {
 	d.progress("▸ applying legacy-proxy directly: its pipeline references NexoQueryGuard, a schema-only kind")
 	for _, y := range legacyGraph {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON([]byte(y)); err != nil {
 			return err
 		}
-		if err := k8s.Create(ctx, u); err != nil && !strings.Contains(err.Error(), "already exists") {
+		if err := d.k8s.Create(ctx, u); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return &stepErr{step: "apply legacy-proxy", err: err}
 		}
 	}
+	return nil
+}
 
+// waitForProxies waits until orders-proxy is Ready and legacy-proxy reports
+// UnsupportedReference.
+func (d *demo) waitForProxies(ctx context.Context) error {
 	d.progress("▸ waiting for orders-proxy Ready and legacy-proxy UnsupportedReference")
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		orders, legacy := &nexov1alpha1.NexoProxy{}, &nexov1alpha1.NexoProxy{}
-		errO := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, orders)
-		errL := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "legacy-proxy"}, legacy)
+		errO := d.k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, orders)
+		errL := d.k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "legacy-proxy"}, legacy)
 		c := meta.FindStatusCondition(legacy.Status.Conditions, "Ready")
 		ordersUp := orders.Status.Phase == nexov1alpha1.ProxyReady ||
 			// On an existing cluster the example images cannot run: the workload is applied and rolling.
@@ -336,7 +398,7 @@ func (d *demo) up(ctx context.Context) error {
 			if orders.Status.Phase != nexov1alpha1.ProxyReady {
 				d.progress("  orders-proxy is applied but its pods cannot start here: the example images (registry.example.com) are not pullable on a real cluster")
 			}
-			break
+			return nil
 		}
 		if time.Now().After(deadline) {
 			return &stepErr{step: "wait for the proxies", component: "operator", err: fmt.Errorf("orders-proxy phase %q, legacy-proxy %v", orders.Status.Phase, c)}
@@ -347,8 +409,6 @@ func (d *demo) up(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-	d.progress("✔ Nexo Edge is running")
-	return nil
 }
 
 func registerEnvironment(url, admin string) (controlplane.NewEnvironment, error) {
