@@ -57,8 +57,9 @@ type Summary struct {
 	RenderedBytes   int      `json:"renderedBytes,omitempty"`
 }
 
-// readToken reads and validates the token file before anything touches the cluster.
-func readToken(o *cliopts.Options, file string) (token string, warnings []string, err error) {
+// readToken reads and validates the token file before anything touches the cluster, and returns
+// the token with the environment it is bound to.
+func readToken(o *cliopts.Options, file string) (token, environment string, warnings []string, err error) {
 	var raw []byte
 	if file == "-" {
 		raw, err = io.ReadAll(o.In)
@@ -72,12 +73,26 @@ func readToken(o *cliopts.Options, file string) (token string, warnings []string
 		}
 	}
 	if err != nil {
-		return "", nil, cliopts.Fail(cliopts.ExitCannot, "cannot read the token file: %v", err)
+		return "", "", nil, cliopts.Fail(cliopts.ExitCannot, "cannot read the token file: %v", err)
 	}
-	if _, err := connecttoken.Parse(string(raw)); err != nil {
-		return "", nil, cliopts.Fail(cliopts.ExitCannot, "token file %s: %v", file, err)
+	env, err := connecttoken.Parse(string(raw))
+	if err != nil {
+		return "", "", nil, cliopts.Fail(cliopts.ExitCannot, "token file %s: %v", file, err)
 	}
-	return string(raw), warnings, nil
+	return string(raw), env, warnings, nil
+}
+
+// request is one install, as the flags and the token file asked for it.
+type request struct {
+	namespace string
+	// token is the connect token as read (it goes only into its Secret); environment is the
+	// environment it is bound to.
+	token, environment string
+	registrySecrets    []registrySecret
+	values             *values.Options
+	dryRun, wait       bool
+	timeout            time.Duration
+	lifecycle          lifecycle
 }
 
 // NewCmd builds `nexoctl install`.
@@ -104,11 +119,10 @@ is installed. Re-running is safe.`,
 			if err := o.ValidateOutput(); err != nil {
 				return err
 			}
-			token, warnings, err := readToken(o, tokenFile)
+			token, env, warnings, err := readToken(o, tokenFile)
 			if err != nil {
 				return err
 			}
-			env, _ := connecttoken.Parse(token)
 			ns := o.NamespaceOr(cliopts.DefaultNS)
 			cfg, err := o.RESTConfig()
 			if err != nil {
@@ -125,7 +139,9 @@ is installed. Re-running is safe.`,
 			if controlPlaneURL != "" {
 				valueOpts.Values = append(valueOpts.Values, "manager.controlPlaneURL="+controlPlaneURL)
 			}
-			if err := install(cmd.Context(), o, cfg, ns, token, registry, &valueOpts, dryRun, wait, timeout, lc, &s); err != nil {
+			req := request{namespace: ns, token: token, environment: env, registrySecrets: registry, values: &valueOpts,
+				dryRun: dryRun, wait: wait, timeout: timeout, lifecycle: lc}
+			if err := install(cmd.Context(), o, cfg, req, &s); err != nil {
 				return err
 			}
 			if o.Output != cliopts.OutputText {
@@ -175,8 +191,10 @@ type lifecycle struct {
 	force bool
 }
 
-func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, token string, registrySecrets []registrySecret, valueOpts *values.Options, dryRun, wait bool, timeout time.Duration, lc lifecycle, s *Summary) error {
-	release := lc.release
+// install runs one request: the pre-install checks, then the Secrets, then the chart (or only
+// the Secrets when OLM installed the operator). Its outcome goes into s.
+func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req request, s *Summary) error {
+	ns, release := req.namespace, req.lifecycle.release
 	penv, err := preflight.NewClusterEnv(cfg, ns)
 	if err != nil {
 		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
@@ -197,7 +215,7 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	if err != nil {
 		return err
 	}
-	vals, err := valueOpts.MergeValues(getter.All(settings))
+	vals, err := req.values.MergeValues(getter.All(settings))
 	if err != nil {
 		return cliopts.Fail(cliopts.ExitCannot, "values: %v", err)
 	}
@@ -211,19 +229,19 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 		if err := needsControlPlaneURL(effective); err != nil {
 			return err
 		}
-		if err := refuseDowngrade(hcfg, release, lc.force); err != nil {
+		if err := refuseDowngrade(hcfg, release, req.lifecycle.force); err != nil {
 			return err
 		}
 	}
 	// The operator accepts signed manifests only for its own environment: the one in the token.
-	if env, _ := connecttoken.Parse(token); vals["environmentID"] == nil || vals["environmentID"] == "" {
-		vals["environmentID"] = env
+	if vals["environmentID"] == nil || vals["environmentID"] == "" {
+		vals["environmentID"] = req.environment
 	}
 	chart, err := charts.NexoEdge()
 	if err != nil {
 		return err
 	}
-	if dryRun {
+	if req.dryRun {
 		inst := action.NewInstall(hcfg)
 		// Not client-only: the cluster's real version and APIs decide what renders; nothing is written.
 		inst.ReleaseName, inst.Namespace, inst.DryRun, inst.DryRunOption, inst.Replace = release, ns, true, "client", true
@@ -242,10 +260,10 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	}
 	// The Secrets come first: a first install with --wait waits for a Manager that mounts the
 	// token, which could never become ready if the Secret were created after Helm returned.
-	if s.SecretAction, err = applyTokenSecret(ctx, penv.Client, ns, token); err != nil {
+	if s.SecretAction, err = applyTokenSecret(ctx, penv.Client, ns, req.token); err != nil {
 		return err
 	}
-	for _, rs := range registrySecrets {
+	for _, rs := range req.registrySecrets {
 		action, err := applyRegistrySecret(ctx, penv.Client, ns, rs)
 		if err != nil {
 			return err
@@ -257,7 +275,7 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 	} else {
 		if _, err := action.NewHistory(hcfg).Run(release); errors.Is(err, driver.ErrReleaseNotFound) {
 			inst := action.NewInstall(hcfg)
-			inst.ReleaseName, inst.Namespace, inst.Wait, inst.Timeout = release, ns, wait, timeout
+			inst.ReleaseName, inst.Namespace, inst.Wait, inst.Timeout = release, ns, req.wait, req.timeout
 			if _, err := inst.RunWithContext(ctx, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm install: %v", err)
 			}
@@ -269,7 +287,7 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, ns, toke
 			// Re-running keeps what the last install set (the Control Plane URL, watched
 			// namespaces...) on top of this chart's defaults, so `nexoctl install --token-file NEW`
 			// alone rotates the token: helm upgrade --reset-then-reuse-values.
-			up.Namespace, up.Wait, up.Timeout, up.ResetThenReuseValues = ns, wait, timeout, true
+			up.Namespace, up.Wait, up.Timeout, up.ResetThenReuseValues = ns, req.wait, req.timeout, true
 			if _, err := up.RunWithContext(ctx, release, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm upgrade: %v", err)
 			}
