@@ -13,7 +13,7 @@ import (
 type childID struct{ kind, name string }
 
 // childVersion is what the operator knows of a child: at this version (generation or
-// resourceVersion) it held the content with this hash (render.ContentHash).
+// resourceVersion) it held the content with this hash (render.ChildKind.ContentHash).
 type childVersion struct {
 	version string
 	content render.Hash

@@ -1,5 +1,5 @@
-// Package v1alpha1 contains the nexo.io/v1alpha1 API: 24 namespaced kinds, listed with their
-// support in this build by package catalog.
+// Package v1alpha1 contains the nexo.io/v1alpha1 API: the namespaced kinds of the catalog,
+// listed with their support in this build by package catalog.
 //
 // +kubebuilder:object:generate=true
 // +groupName=nexo.io

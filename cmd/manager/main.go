@@ -1,5 +1,5 @@
 // Command manager is the Nexo Manager: the in-cluster agent that connects outbound to the
-// Control Plane (see package agent).
+// Control Plane (see package manager).
 package main
 
 import (
