@@ -9,6 +9,7 @@ export GOFLAGS := -buildvcs=false
 # The Manager reports "<version>+<stamp>-<commit>" (a build id such as "0.2.0+20260613.371-384b887").
 BUILD_STAMP ?= $(shell date -u +%Y%m%d.%H%M)
 BUILD_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+BUILDINFO := github.com/nexo-io/nexo-edge/contract/buildinfo
 
 .PHONY: all
 all: build
@@ -51,7 +52,7 @@ $(CONTROLLER_GEN):
 
 .PHONY: build
 build: ## Build the product binaries (and the demo supervisor) into bin/.
-	go build -ldflags "-X main.buildStamp=$(BUILD_STAMP) -X main.buildCommit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/...
+	go build -ldflags "-X $(BUILDINFO).Stamp=$(BUILD_STAMP) -X $(BUILDINFO).Commit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/nexo-demo ./hack/demo
 
 .PHONY: fmt

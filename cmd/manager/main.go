@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/buildinfo"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -30,7 +32,7 @@ import (
 )
 
 func main() {
-	cfg := manager.Config{Version: buildVersion()}
+	cfg := manager.Config{Version: buildinfo.String()}
 	var keysDir, probeAddr, metricsAddr string
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/nexo/connect-token/token", "connect token file (the mounted Secret; re-read on every heartbeat)")
 	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", os.Getenv("NEXO_CONTROL_PLANE_URL"), "Control Plane URL, from the Control Plane's install command; required (default $NEXO_CONTROL_PLANE_URL)")
@@ -52,7 +54,12 @@ func main() {
 	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for the metrics server (default: a self-signed certificate)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("nexo-manager", buildinfo.String())
+		return
+	}
 	cfg.WatchNamespaces = wire.SplitNamespaces(watch)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
@@ -169,15 +176,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-// buildStamp and buildCommit are set at link time (-ldflags "-X main.buildStamp=20260613.371
-// -X main.buildCommit=384b887"); the Manager reports "<bundle version>+<stamp>-<commit>".
-var buildStamp, buildCommit string
-
-func buildVersion() string {
-	if buildStamp == "" && buildCommit == "" {
-		return catalog.BuildVersion
-	}
-	return catalog.BuildVersion + "+" + strings.Trim(buildStamp+"-"+buildCommit, "-")
 }

@@ -3,6 +3,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/buildinfo"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/operator"
 )
@@ -40,7 +41,12 @@ func main() {
 	gcPercent := flag.Int("gc-percent", defaultGCPercent, "garbage collector target: heap growth in percent of the live heap before a collection (GOGC); the GOGC environment variable, when set, wins over this default")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine) // --zap-log-level, --zap-encoder, ...
+	version := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *version {
+		fmt.Println("nexo-operator", buildinfo.String())
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setGCPercent(*gcPercent)
 	cfg.WatchNamespaces = wire.SplitNamespaces(watch)
@@ -55,7 +61,7 @@ func main() {
 		log.Error(err, "cannot build the operator")
 		os.Exit(1)
 	}
-	log.Info("starting nexo-operator", "version", catalog.BuildVersion, "reconciledKinds", len(kinds), "watchNamespaces", cfg.WatchNamespaces)
+	log.Info("starting nexo-operator", "version", buildinfo.String(), "reconciledKinds", len(kinds), "watchNamespaces", cfg.WatchNamespaces)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "operator stopped")
 		os.Exit(1)

@@ -18,6 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/contract/buildinfo"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nexo-io/nexo-edge/contract/manifest"
@@ -28,7 +30,9 @@ import (
 
 // NewRootCmd builds the command.
 func NewRootCmd(out io.Writer) *cobra.Command {
-	root := &cobra.Command{Use: "controlplane", Short: "Reference Nexo Control Plane for tests and local development", SilenceUsage: true}
+	root := &cobra.Command{Use: "controlplane", Short: "Reference Nexo Control Plane for tests and local development", SilenceUsage: true,
+		Version: buildinfo.String()}
+	root.SetVersionTemplate("nexo-controlplane {{.Version}}\n")
 	var server, adminTokenFile string
 	root.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8090", "Control Plane URL (admin commands)")
 	root.PersistentFlags().StringVar(&adminTokenFile, "admin-token-file", "", "file holding the admin token")

@@ -4,9 +4,10 @@ package versioncmd
 import (
 	"fmt"
 
+	"github.com/nexo-io/nexo-edge/contract/buildinfo"
+
 	"github.com/spf13/cobra"
 
-	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
 )
@@ -30,7 +31,7 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 			if err := o.ValidateOutput(); err != nil {
 				return err
 			}
-			info := Info{Client: catalog.BuildVersion}
+			info := Info{Client: buildinfo.String()}
 			reached := true
 			if !clientOnly {
 				info.Operator, info.OperatorError, reached = operatorVersion(cmd, o)

@@ -40,6 +40,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/buildinfo"
 	"github.com/nexo-io/nexo-edge/contract/license"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
@@ -75,7 +76,7 @@ func run(m *testing.M) int {
 		"nexoctl":      {"./cmd/nexoctl"},
 		"controlplane": {"./cmd/controlplane"},
 		"operator":     {"./cmd/operator"},
-		"manager":      {"-ldflags", "-X main.buildStamp=" + stamp + " -X main.buildCommit=" + commit, "./cmd/manager"},
+		"manager":      {"-ldflags", buildinfo.LinkFlags(stamp, commit), "./cmd/manager"},
 	} {
 		bins[name] = filepath.Join(dir, name)
 		cmd := exec.Command("go", append([]string{"build", "-o", bins[name]}, pkg...)...)
