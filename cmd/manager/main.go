@@ -24,6 +24,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/nexo-io/nexo-edge/catalog"
+	// The images carry no CA bundle (docs/release.md): the Manager verifies the Control Plane's
+	// certificate against these roots when the system has none.
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/nexo-io/nexo-edge/contract/buildinfo"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"

@@ -669,6 +669,12 @@ func authenticatedMetrics(t *testing.T, series map[string]string) {
 			_, _ = b.ReadFrom(resp.Body)
 			return resp.StatusCode, b.String()
 		}
+		// The metrics server listens a little after /readyz answers (it makes its self-signed
+		// certificate first): wait for it to answer at all before judging what it answers.
+		poll(t, addr+"/metrics listens", 30*time.Second, func() (bool, string) {
+			code, msg := get("")
+			return code != 0, msg
+		})
 		if code, _ := get(""); code != http.StatusUnauthorized {
 			t.Errorf("%s/metrics without a token: %d, want 401", addr, code)
 		}
