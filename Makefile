@@ -55,6 +55,10 @@ build: ## Build the product binaries (and the demo supervisor) into bin/.
 	go build -ldflags "-X $(BUILDINFO).Stamp=$(BUILD_STAMP) -X $(BUILDINFO).Commit=$(BUILD_COMMIT)" -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/nexo-demo ./hack/demo
 
+.PHONY: images
+images: ## Build the operator, Manager and Control Plane images (linux/amd64, linux/arm64) into the OCI layout dist/oci; reproducible per commit.
+	go run ./hack/release images -out dist/oci
+
 .PHONY: fmt
 fmt: ## Check gofmt and run go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

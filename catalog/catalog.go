@@ -23,8 +23,11 @@ const DefaultProxyImage = "ghcr.io/nexo-io/nexo-proxy:" + BuildVersion
 
 // MinKubernetesVersion is the oldest Kubernetes these kinds and this build's operator support:
 // nexoctl preflight checks it, and the chart (kubeVersion) and the CSV (minKubeVersion) declare
-// it.
-const MinKubernetesVersion = "1.28.0"
+// it. MinKubernetesReason says what needs it.
+const (
+	MinKubernetesVersion = "1.30.0"
+	MinKubernetesReason  = "the admission policies that keep managed objects to the Manager are ValidatingAdmissionPolicy v1, served from Kubernetes 1.30"
+)
 
 // Group and Version of every Nexo kind.
 const (

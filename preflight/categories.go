@@ -92,7 +92,7 @@ func checkVersion(ctx context.Context, e *Env) Outcome {
 		return fail(fmt.Sprintf("cannot parse the server version %q", v.GitVersion))
 	}
 	if got.LessThan(version.MustParseGeneric(MinKubernetesVersion)) {
-		return fail(fmt.Sprintf("Kubernetes %s is older than %s", v.GitVersion, MinKubernetesVersion))
+		return fail(fmt.Sprintf("Kubernetes %s is older than %s: %s", v.GitVersion, MinKubernetesVersion, catalog.MinKubernetesReason))
 	}
 	return ok("Kubernetes " + v.GitVersion)
 }

@@ -250,7 +250,7 @@ func allByDigest(images []operatorsv1alpha1.RelatedImage) bool {
 }
 
 // openShiftVersions is the oldest OpenShift whose Kubernetes meets catalog.MinKubernetesVersion: OpenShift
-// 4.N runs Kubernetes 1.(N+13) (4.14 runs 1.27, 4.15 runs 1.28).
+// 4.N runs Kubernetes 1.(N+13) (4.15 runs 1.28, 4.17 runs 1.30).
 func openShiftVersions() string {
 	v := semver.MustParse(catalog.MinKubernetesVersion)
 	return fmt.Sprintf("v4.%d", v.Minor-13)
