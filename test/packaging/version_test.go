@@ -40,8 +40,8 @@ func TestEveryPlaceNamesTheOneVersion(t *testing.T) {
 	major := strings.SplitN(v, ".", 2)[0]
 	for rel, wants := range map[string][]string{
 		"bundle/manifests/nexo-operator.clusterserviceversion.yaml": {"name: nexo-operator.v" + v, "version: " + v},
-		"bundle/metadata/annotations.yaml":                         {"channel.default.v1: candidate-v" + major},
-		"olm/catalog/nexo-operator/catalog.yaml":                   {"name: nexo-operator.v" + v, "version: " + v, "name: candidate-v" + major},
+		"bundle/metadata/annotations.yaml":                          {"channel.default.v1: candidate-v" + major},
+		"olm/catalog/nexo-operator/catalog.yaml":                    {"name: nexo-operator.v" + v, "version: " + v, "name: candidate-v" + major},
 	} {
 		body := read(rel)
 		for _, w := range wants {
