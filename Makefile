@@ -59,6 +59,10 @@ build: ## Build the product binaries (and the demo supervisor) into bin/.
 images: ## Build the operator, Manager and Control Plane images (linux/amd64, linux/arm64) into the OCI layout dist/oci; reproducible per commit.
 	go run ./hack/release images -out dist/oci
 
+.PHONY: publish-images
+publish-images: ## Build the images from a clean tree, push them to REGISTRY with SBOM referrers, write dist/release.json (VERSION=x.y.z REGISTRY=host/path).
+	go run ./hack/release publish-images -version "$(VERSION)" -registry "$(REGISTRY)" -out dist/release.json
+
 .PHONY: fmt
 fmt: ## Check gofmt and run go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

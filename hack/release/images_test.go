@@ -119,3 +119,5 @@ func TestImagesAreReproducible(t *testing.T) {
 		t.Errorf("the image's version is not the catalog's")
 	}
 }
+
+func tarReader(r io.Reader) *tar.Reader { return tar.NewReader(r) }

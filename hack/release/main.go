@@ -2,11 +2,17 @@
 //
 //	go run ./hack/release images [-out dist/oci]
 //
+//	go run ./hack/release publish-images -version 0.2.0 -registry registry.example.com/nexo
+//
 // images builds the operator, Manager and reference Control Plane for linux/amd64 and
 // linux/arm64 with go-containerregistry (no container runtime) into one OCI image layout. Two
 // builds of the same commit give the same digests: every timestamp is the commit's, the tar
 // entries and JSON are written in a fixed order, and the binaries are built with -trimpath and
 // no build id.
+//
+// publish-images builds them from a clean work tree, pushes each to REGISTRY/<image>:<version>,
+// attaches a CycloneDX SBOM of each binary (from its Go build information) to its image as an
+// OCI referrer, and only then writes dist/release.json with every digest.
 package main
 
 import (
@@ -15,19 +21,24 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR]")
+		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE]")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "images":
 		err = imagesCmd(os.Args[2:])
+	case "publish-images":
+		err = publishCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (want images)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want images or publish-images)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -83,4 +94,33 @@ func buildAll(repo, work string, clean bool) ([]*built, source, error) {
 		out = append(out, img)
 	}
 	return out, s, nil
+}
+
+func publishCmd(args []string) error {
+	fs := flag.NewFlagSet("publish-images", flag.ExitOnError)
+	version := fs.String("version", "", "the release version (must be catalog.BuildVersion)")
+	registry := fs.String("registry", "", "where to push: host[:port]/path")
+	out := fs.String("out", "dist/release.json", "the record of what was published")
+	_ = fs.Parse(args)
+	work, err := os.MkdirTemp("", "nexo-publish-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	repo, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	pub, err := publishImages(repo, work, *registry, *version, nil, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if err != nil {
+		return err
+	}
+	if err := writePublication(*out, pub); err != nil {
+		return err
+	}
+	for _, im := range pub.Images {
+		fmt.Println(im.Reference)
+	}
+	fmt.Println("wrote", *out)
+	return nil
 }
