@@ -76,7 +76,11 @@ cluster-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kub
 
 .PHONY: test
 test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
-	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v -e /test/reliability -e /test/olm)
+	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v -e /test/reliability -e /test/olm -e /hack/release)
+
+.PHONY: test-release
+test-release: ## Build images twice (reproducible), publish one to an in-process registry and pull it back (hack/release); apart from make test, as it cross-compiles.
+	go test -count=1 -timeout 30m ./hack/release/
 
 # Real OLM, built once per machine from the snapshot in OLM_TOOLS (12-30 minutes cold).
 OLM_TOOLS ?= $(CURDIR)/../shared/tools/olm
