@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -39,7 +40,7 @@ func TestPublishImagesToARegistry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and pushes an image")
 	}
-	reg := httptest.NewServer(registry.New(registry.WithReferrersSupport(true)))
+	reg := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://") + "/nexo"
 	repo := cleanCheckout(t)
@@ -191,7 +192,7 @@ func TestPublishImagesRefuses(t *testing.T) {
 		return
 	}
 	// A registry that takes blobs but refuses manifests.
-	inner := registry.New()
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
 			http.Error(w, `{"errors":[{"code":"DENIED","message":"push refused by policy"}]}`, http.StatusForbidden)
