@@ -3,8 +3,9 @@ package main
 import (
 	"os"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"

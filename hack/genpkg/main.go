@@ -160,25 +160,40 @@ func deployment(path string) (*appsv1.Deployment, error) {
 	return nil, fmt.Errorf("no Deployment in %s", path)
 }
 
-// rulesOf reads the rules of the first object of kind in a config/ file.
-func rulesOf(path, kind string) ([]rbacv1.PolicyRule, error) {
+// rulesByKind reads the rules of the Roles and ClusterRoles of a config/ file, by kind (the
+// first object of each kind).
+func rulesByKind(path string) (map[string][]rbacv1.PolicyRule, error) {
 	ds, err := docs(path)
 	if err != nil {
 		return nil, err
 	}
+	out := map[string][]rbacv1.PolicyRule{}
 	for _, d := range ds {
 		var obj struct {
 			Kind  string              `json:"kind"`
 			Rules []rbacv1.PolicyRule `json:"rules"`
 		}
 		if err := yaml.Unmarshal(d, &obj); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if obj.Kind == kind {
-			return obj.Rules, nil
+		if _, seen := out[obj.Kind]; !seen && (obj.Kind == "Role" || obj.Kind == "ClusterRole") {
+			out[obj.Kind] = obj.Rules
 		}
 	}
-	return nil, fmt.Errorf("no %s in %s", kind, path)
+	return out, nil
+}
+
+// rulesOf reads the rules of the first object of kind in a config/ file.
+func rulesOf(path, kind string) ([]rbacv1.PolicyRule, error) {
+	byKind, err := rulesByKind(path)
+	if err != nil {
+		return nil, err
+	}
+	rules, ok := byKind[kind]
+	if !ok {
+		return nil, fmt.Errorf("no %s in %s", kind, path)
+	}
+	return rules, nil
 }
 
 func crdFiles() ([]string, error) {

@@ -6,7 +6,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/config/admission"
@@ -29,42 +28,29 @@ var secretWriteVerbs = []string{"create", "update", "patch", "delete"}
 // rule: its write verbs move into secretCopies, so no ClusterRoleBinding ever grants them.
 func rbacRules() (operatorRules, error) {
 	var out operatorRules
-	ds, err := docs("config/rbac/generated/role.yaml")
+	byKind, err := rulesByKind("config/rbac/generated/role.yaml")
 	if err != nil {
 		return out, err
 	}
-	for _, d := range ds {
-		var obj struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
+	for _, r := range byKind["ClusterRole"] {
+		if !slices.Equal(r.APIGroups, []string{""}) || !slices.Contains(r.Resources, "secrets") {
+			out.workload = append(out.workload, r)
+			continue
 		}
-		if err := yaml.Unmarshal(d, &obj); err != nil {
-			return out, err
+		// controller-gen merges rules with equal verbs: take secrets out of this one.
+		if others := slices.DeleteFunc(slices.Clone(r.Resources), func(x string) bool { return x == "secrets" }); len(others) > 0 {
+			rest := r.DeepCopy()
+			rest.Resources = others
+			out.workload = append(out.workload, *rest)
 		}
-		switch obj.Kind {
-		case "ClusterRole":
-			for _, r := range obj.Rules {
-				if !slices.Equal(r.APIGroups, []string{""}) || !slices.Contains(r.Resources, "secrets") {
-					out.workload = append(out.workload, r)
-					continue
-				}
-				// controller-gen merges rules with equal verbs: take secrets out of this one.
-				if others := slices.DeleteFunc(slices.Clone(r.Resources), func(x string) bool { return x == "secrets" }); len(others) > 0 {
-					rest := r.DeepCopy()
-					rest.Resources = others
-					out.workload = append(out.workload, *rest)
-				}
-				read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-					Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return slices.Contains(secretWriteVerbs, v) })}
-				write := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
-					Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return !slices.Contains(secretWriteVerbs, v) })}
-				out.workload = append(out.workload, read)
-				out.secretCopies = append(out.secretCopies, write)
-			}
-		case "Role":
-			out.operatorNamespace = obj.Rules
-		}
+		read := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+			Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return slices.Contains(secretWriteVerbs, v) })}
+		write := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+			Verbs: slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return !slices.Contains(secretWriteVerbs, v) })}
+		out.workload = append(out.workload, read)
+		out.secretCopies = append(out.secretCopies, write)
 	}
+	out.operatorNamespace = byKind["Role"]
 	if out.workload == nil || out.operatorNamespace == nil || out.secretCopies == nil {
 		return out, fmt.Errorf("config/rbac/generated/role.yaml needs a ClusterRole with a secrets rule and a Role; run make manifests")
 	}
