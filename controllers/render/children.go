@@ -185,16 +185,6 @@ var ServiceChild = ChildKind{
 // writeVerbs: the operator creates, corrects and deletes its children, and watches them.
 var writeVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
-// ChildKindOf is the entry of the kind named (false for a kind that is no child).
-func ChildKindOf(kind string) (ChildKind, bool) {
-	for _, k := range Children {
-		if k.Kind() == kind {
-			return k, true
-		}
-	}
-	return ChildKind{}, false
-}
-
 func labelsSubset(desired, existing client.Object) bool {
 	have := existing.GetLabels()
 	for k, v := range desired.GetLabels() {

@@ -81,7 +81,6 @@ type demo struct {
 	cluster  *testcluster.Cluster
 	cpServer *http.Server
 	cpStore  *controlplane.Store
-	procs    []*exec.Cmd
 	pods     []*testinstall.LocalPod
 	logs     map[string]string
 
@@ -140,17 +139,6 @@ func (d *demo) run() error {
 func (d *demo) teardown() {
 	for i := len(d.pods) - 1; i >= 0; i-- {
 		d.pods[i].Stop()
-	}
-	for i := len(d.procs) - 1; i >= 0; i-- {
-		p := d.procs[i]
-		_ = p.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = p.Process.Kill()
-		}
 	}
 	if d.cpServer != nil {
 		_ = d.cpServer.Close()

@@ -119,5 +119,3 @@ func TestImagesAreReproducible(t *testing.T) {
 		t.Errorf("the image's version is not the catalog's")
 	}
 }
-
-func tarReader(r io.Reader) *tar.Reader { return tar.NewReader(r) }

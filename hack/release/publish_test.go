@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"encoding/json"
 	"io"
 	"log"
@@ -145,7 +146,7 @@ func TestPublishImagesToARegistry(t *testing.T) {
 func extractFile(t *testing.T, rc io.ReadCloser, name, to string) {
 	t.Helper()
 	defer rc.Close()
-	tr := tarReader(rc)
+	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
 		if err != nil {

@@ -268,10 +268,15 @@ func graph(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy) []Gr
 	for _, ref := range p.Graph(pl) {
 		n := GraphNode{Depth: ref.Depth, Role: ref.Role, Kind: ref.Kind, Name: ref.Name, Ready: "Missing"}
 		obj, err := c.Scheme().New(nexov1alpha1.GroupVersion.WithKind(ref.Kind))
-		if err != nil {
+		switch {
+		case ref.Kind == "NexoPipeline" && pl != nil: // already read above
+			n.Ready, n.Reason = readiness(pl)
+		case err != nil:
 			n.Ready = "Unknown"
-		} else if o := obj.(nexov1alpha1.Object); c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, o) == nil {
-			n.Ready, n.Reason = readiness(o)
+		default:
+			if o := obj.(nexov1alpha1.Object); c.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ref.Name}, o) == nil {
+				n.Ready, n.Reason = readiness(o)
+			}
 		}
 		nodes = append(nodes, n)
 	}
