@@ -63,6 +63,10 @@ images: ## Build the operator, Manager and Control Plane images (linux/amd64, li
 publish-images: ## Build the images from a clean tree, push them to REGISTRY with SBOM referrers, write dist/release.json (VERSION=x.y.z REGISTRY=host/path).
 	go run ./hack/release publish-images -version "$(VERSION)" -registry "$(REGISTRY)" -out dist/release.json
 
+.PHONY: release
+release: ## Release VERSION: publish-images, push the bundle image, keep releases/VERSION with every image by digest, regenerate the catalog (REGISTRY=host/path; PUSH_TO=127.0.0.1:PORT for a stand-in).
+	go run ./hack/release release -version "$(VERSION)" -registry "$(REGISTRY)" -push-to "$(PUSH_TO)"
+
 .PHONY: fmt
 fmt: ## Check gofmt and run go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -2,8 +2,8 @@
 FROM scratch
 
 LABEL com.redhat.openshift.versions=v4.17
-LABEL operators.operatorframework.io.bundle.channel.default.v1=candidate-v0
-LABEL operators.operatorframework.io.bundle.channels.v1=candidate-v0
+LABEL operators.operatorframework.io.bundle.channel.default.v1=stable-v0
+LABEL operators.operatorframework.io.bundle.channels.v1=candidate-v0,stable-v0
 LABEL operators.operatorframework.io.bundle.manifests.v1=manifests/
 LABEL operators.operatorframework.io.bundle.mediatype.v1=registry+v1
 LABEL operators.operatorframework.io.bundle.metadata.v1=metadata/

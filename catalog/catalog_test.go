@@ -245,37 +245,3 @@ func TestOperatorRBACMatchesCatalog(t *testing.T) {
 	}
 	t.Fatal("no ClusterRole in config/rbac/role.yaml")
 }
-
-// TestFileBasedCatalogMatchesBundle checks olm/catalog against the catalog: one package, its
-// default channel, one bundle with a gvk per kind.
-func TestFileBasedCatalogMatchesBundle(t *testing.T) {
-	raw, err := os.ReadFile("../olm/catalog/nexo-operator/catalog.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	schemas := map[string]int{}
-	gvks := 0
-	for _, doc := range strings.Split(string(raw), "\n---") {
-		var obj struct {
-			Schema         string `json:"schema"`
-			DefaultChannel string `json:"defaultChannel"`
-			Properties     []struct {
-				Type string `json:"type"`
-			} `json:"properties"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			t.Fatal(err)
-		}
-		if obj.Schema != "" {
-			schemas[obj.Schema]++
-		}
-		for _, p := range obj.Properties {
-			if p.Type == "olm.gvk" {
-				gvks++
-			}
-		}
-	}
-	if schemas["olm.package"] != 1 || schemas["olm.channel"] != 1 || schemas["olm.bundle"] != 1 || gvks != len(catalog.Kinds) {
-		t.Errorf("file-based catalog has %v and %d gvks", schemas, gvks)
-	}
-}

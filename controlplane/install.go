@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -40,7 +39,7 @@ func Install(envID, controlPlaneURL string) (InstallCommand, error) {
 		"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
 		"metadata": map[string]any{"name": "nexo-operator", "namespace": "nexo-system"},
 		"spec": map[string]any{
-			"channel": "candidate-v" + strings.Join(strings.Split(catalog.BuildVersion, ".")[:2], "."), "name": "nexo-operator",
+			"channel": catalog.DefaultChannel(catalog.BuildVersion), "name": "nexo-operator",
 			"source": "nexo-edge", "sourceNamespace": "openshift-marketplace", "installPlanApproval": "Manual",
 			"startingCSV": "nexo-operator.v" + catalog.BuildVersion,
 			"config": map[string]any{"env": []any{

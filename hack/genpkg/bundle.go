@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -20,8 +21,8 @@ func bundleAnnotations() map[string]string {
 		"operators.operatorframework.io.bundle.manifests.v1":       "manifests/",
 		"operators.operatorframework.io.bundle.metadata.v1":        "metadata/",
 		"operators.operatorframework.io.bundle.package.v1":         packageName,
-		"operators.operatorframework.io.bundle.channels.v1":        channel,
-		"operators.operatorframework.io.bundle.channel.default.v1": channel,
+		"operators.operatorframework.io.bundle.channels.v1":        strings.Join(catalog.Channels(catalog.BuildVersion), ","),
+		"operators.operatorframework.io.bundle.channel.default.v1": catalog.DefaultChannel(catalog.BuildVersion),
 		"operators.operatorframework.io.test.mediatype.v1":         "scorecard+v1",
 		"operators.operatorframework.io.test.config.v1":            "tests/scorecard/",
 		"com.redhat.openshift.versions":                            openShiftVersions(),
@@ -115,5 +116,5 @@ func bundle() error {
 	if err := writeTemplate("bundle.Dockerfile", "bundle.Dockerfile", map[string]any{"Version": catalog.BuildVersion, "Labels": labels}); err != nil {
 		return err
 	}
-	return olmCatalog(csv)
+	return olmCatalog()
 }

@@ -26,6 +26,10 @@ import (
 // buildCSV assembles the ClusterServiceVersion from config/ (both Deployments and their rules),
 // the catalog (owned CRDs, descriptors, description) and render.Children (what a NexoProxy owns).
 func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, error) {
+	edge, err := buildEdge()
+	if err != nil {
+		return nil, err
+	}
 	opDep, err := deployment("config/manager/manager.yaml")
 	if err != nil {
 		return nil, err
@@ -162,6 +166,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 		},
 		Spec: operatorsv1alpha1.ClusterServiceVersionSpec{
 			DisplayName:    "Nexo Edge",
+			Replaces:       edge.Replaces,
 			Description:    strings.TrimSpace(string(description)),
 			Version:        version.OperatorVersion{Version: semver.MustParse(catalog.BuildVersion)},
 			Maturity:       "alpha",
@@ -208,6 +213,9 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 			RelatedImages:             relatedImages(),
 		},
 	}
+	if edge.SkipRange != "" {
+		csv.Annotations["olm.skipRange"] = edge.SkipRange
+	}
 	return csv, nil
 }
 
@@ -229,12 +237,13 @@ func almExamples() (string, error) {
 	return string(out), err
 }
 
-// relatedImages are the images the bundle runs or deploys.
+// relatedImages are the images the bundle runs. The proxy runtime is not among them: it is not
+// built here, and the images a proxy runs are the ones its NexoDeploymentProfile approves
+// (docs/release.md).
 func relatedImages() []operatorsv1alpha1.RelatedImage {
 	return []operatorsv1alpha1.RelatedImage{
 		{Name: "nexo-operator", Image: operatorImage},
 		{Name: "nexo-manager", Image: managerImage},
-		{Name: "nexo-proxy", Image: catalog.DefaultProxyImage},
 	}
 }
 

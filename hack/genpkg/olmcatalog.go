@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 
@@ -28,7 +29,9 @@ type (
 		Entries []fbcEntry `json:"entries"`
 	}
 	fbcEntry struct {
-		Name string `json:"name"`
+		Name      string `json:"name"`
+		Replaces  string `json:"replaces,omitempty"`
+		SkipRange string `json:"skipRange,omitempty"`
 	}
 	fbcBundle struct {
 		Schema     string        `json:"schema"`
@@ -36,6 +39,9 @@ type (
 		Package    string        `json:"package"`
 		Image      string        `json:"image"`
 		Properties []fbcProperty `json:"properties"`
+		// RelatedImages are the bundle's images, as opm render lists them (mirroring tools
+		// read them).
+		RelatedImages []map[string]string `json:"relatedImages,omitempty"`
 	}
 	fbcProperty struct {
 		Type  string `json:"type"`
@@ -60,38 +66,75 @@ type csvMetadata struct {
 	Provider        operatorsv1alpha1.AppLink                   `json:"provider,omitempty"`
 }
 
-// olmCatalog writes the file-based catalog (olm.package, olm.channel, olm.bundle) for the package,
-// the manifests an OpenShift or OLM user applies to subscribe, and PROJECT.
-func olmCatalog(csv *operatorsv1alpha1.ClusterServiceVersion) error {
-	csvName := packageName + ".v" + catalog.BuildVersion
-	properties := []fbcProperty{{Type: "olm.package", Value: map[string]string{"packageName": packageName, "version": catalog.BuildVersion}}}
-	for _, k := range catalog.Kinds {
-		properties = append(properties, fbcProperty{Type: "olm.gvk", Value: map[string]string{"group": catalog.Group, "kind": k.Kind, "version": catalog.Version}})
+// olmCatalog writes the file-based catalog, the manifests an OpenShift or OLM user applies to
+// subscribe, and PROJECT. The catalog holds the released versions only (releases/*, each bundle
+// image by digest): a version enters it when make release publishes it. Each channel lists the
+// versions in it with their replaces and skipRange edges (docs/upgrade.md).
+func olmCatalog() error {
+	rels, err := releases()
+	if err != nil {
+		return err
 	}
-	// olm.csv.metadata, as a catalog renderer (opm render) writes it: what OperatorHub shows on
-	// the tile and the details page without pulling the bundle image.
-	properties = append(properties, fbcProperty{Type: "olm.csv.metadata", Value: csvMetadata{
-		Annotations: csv.Annotations, CRDDescriptions: csv.Spec.CustomResourceDefinitions, Description: csv.Spec.Description,
-		DisplayName: csv.Spec.DisplayName, InstallModes: csv.Spec.InstallModes, Keywords: csv.Spec.Keywords, Labels: csv.Labels,
-		Links: csv.Spec.Links, Maintainers: csv.Spec.Maintainers, Maturity: csv.Spec.Maturity, MinKubeVersion: csv.Spec.MinKubeVersion,
-		Provider: csv.Spec.Provider,
-	}})
+	docs := []any{fbcPackage{Schema: "olm.package", Name: packageName, DefaultChannel: catalog.DefaultChannel(catalog.BuildVersion), Icon: fbcIcon{Data: icon, MediaType: "image/svg+xml"}}}
+	channels := map[string]*fbcChannel{}
+	var order []string
+	for _, r := range rels {
+		for _, ch := range catalog.Channels(r.Version.String()) {
+			if channels[ch] == nil {
+				channels[ch] = &fbcChannel{Schema: "olm.channel", Package: packageName, Name: ch}
+				order = append(order, ch)
+			}
+			e := fbcEntry{Name: r.CSV.Name, SkipRange: r.CSV.Annotations["olm.skipRange"]}
+			// An edge into a version outside this channel would dangle: replaces names only
+			// channel members (the skipRange still covers the rest).
+			if slices.ContainsFunc(channels[ch].Entries, func(x fbcEntry) bool { return x.Name == r.CSV.Spec.Replaces }) {
+				e.Replaces = r.CSV.Spec.Replaces
+			}
+			channels[ch].Entries = append(channels[ch].Entries, e)
+		}
+	}
+	slices.Sort(order)
+	for _, ch := range order {
+		docs = append(docs, *channels[ch])
+	}
+	for _, r := range rels {
+		docs = append(docs, catalogBundle(r.CSV, r.BundleImage))
+	}
 	if err := os.MkdirAll("olm/catalog/"+packageName, 0o755); err != nil {
 		return err
 	}
-	if err := writeYAML("olm/catalog/"+packageName+"/catalog.yaml", generatedHeader+"---\n",
-		fbcPackage{Schema: "olm.package", Name: packageName, DefaultChannel: channel, Icon: fbcIcon{Data: icon, MediaType: "image/svg+xml"}},
-		fbcChannel{Schema: "olm.channel", Package: packageName, Name: channel, Entries: []fbcEntry{{Name: csvName}}},
-		fbcBundle{Schema: "olm.bundle", Name: csvName, Package: packageName, Image: "ghcr.io/nexo-io/nexo-operator-bundle:v" + catalog.BuildVersion, Properties: properties},
-	); err != nil {
+	if err := writeYAML("olm/catalog/"+packageName+"/catalog.yaml", generatedHeader+"---\n", docs...); err != nil {
 		return err
 	}
+	csvName := packageName + ".v" + catalog.BuildVersion
 	if err := writeTemplate("olm/subscribe.yaml", "subscribe.yaml",
-		map[string]string{"Header": generatedHeader, "Package": packageName, "Channel": channel, "CSVName": csvName}); err != nil {
+		map[string]string{"Header": generatedHeader, "Package": packageName, "Channel": catalog.DefaultChannel(catalog.BuildVersion), "CSVName": csvName}); err != nil {
 		return err
 	}
 	// PROJECT: the kubebuilder project file, so operator-sdk users can run
 	// `operator-sdk bundle validate ./bundle` and `operator-sdk scorecard ./bundle` here.
 	return writeTemplate("PROJECT", "PROJECT",
 		map[string]any{"Header": generatedHeader, "Package": packageName, "Kinds": catalog.Kinds, "Version": catalog.Version})
+}
+
+// catalogBundle is the olm.bundle entry of a released CSV, with the properties a catalog
+// renderer (opm render) writes: the package and version, a gvk per owned CRD, and the
+// olm.csv.metadata OperatorHub shows without pulling the bundle image.
+func catalogBundle(csv *operatorsv1alpha1.ClusterServiceVersion, image string) fbcBundle {
+	version := csv.Spec.Version.String()
+	properties := []fbcProperty{{Type: "olm.package", Value: map[string]string{"packageName": packageName, "version": version}}}
+	for _, o := range csv.Spec.CustomResourceDefinitions.Owned {
+		properties = append(properties, fbcProperty{Type: "olm.gvk", Value: map[string]string{"group": catalog.Group, "kind": o.Kind, "version": o.Version}})
+	}
+	properties = append(properties, fbcProperty{Type: "olm.csv.metadata", Value: csvMetadata{
+		Annotations: csv.Annotations, CRDDescriptions: csv.Spec.CustomResourceDefinitions, Description: csv.Spec.Description,
+		DisplayName: csv.Spec.DisplayName, InstallModes: csv.Spec.InstallModes, Keywords: csv.Spec.Keywords, Labels: csv.Labels,
+		Links: csv.Spec.Links, Maintainers: csv.Spec.Maintainers, Maturity: csv.Spec.Maturity, MinKubeVersion: csv.Spec.MinKubeVersion,
+		Provider: csv.Spec.Provider,
+	}})
+	relatedImages := []map[string]string{}
+	for _, ri := range csv.Spec.RelatedImages {
+		relatedImages = append(relatedImages, map[string]string{"name": ri.Name, "image": ri.Image})
+	}
+	return fbcBundle{Schema: "olm.bundle", Name: csv.Name, Package: packageName, Image: image, Properties: properties, RelatedImages: relatedImages}
 }

@@ -4,6 +4,10 @@
 //
 //	go run ./hack/release publish-images -version 0.2.0 -registry registry.example.com/nexo
 //
+//	go run ./hack/release release -version 0.2.0 -registry ghcr.io/nexo-io [-push-to 127.0.0.1:5000]
+//
+//	go run ./hack/release registry -addr 127.0.0.1:5000
+//
 // images builds the operator, Manager and reference Control Plane for linux/amd64 and
 // linux/arm64 with go-containerregistry (no container runtime) into one OCI image layout. Two
 // builds of the same commit give the same digests: every timestamp is the commit's, the tar
@@ -13,22 +17,30 @@
 // publish-images builds them from a clean work tree, pushes each to REGISTRY/<image>:<version>,
 // attaches a CycloneDX SBOM of each binary (from its Go build information) to its image as an
 // OCI referrer, and only then writes dist/release.json with every digest.
+//
+// release does what publish-images does, then pushes the bundle image and keeps the release
+// under releases/<version>/ with every image by digest (release.go). -push-to sends the pushes
+// to a loopback registry standing in for REGISTRY; registry serves one (in memory).
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE]")
+		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE] | release -version V -registry HOST/PATH [-push-to ADDR] | registry -addr ADDR")
 		os.Exit(2)
 	}
 	var err error
@@ -37,8 +49,12 @@ func main() {
 		err = imagesCmd(os.Args[2:])
 	case "publish-images":
 		err = publishCmd(os.Args[2:])
+	case "release":
+		err = releaseCmd(os.Args[2:])
+	case "registry":
+		err = registryCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (want images or publish-images)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want images, publish-images, release or registry)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -123,4 +139,45 @@ func publishCmd(args []string) error {
 	}
 	fmt.Println("wrote", *out)
 	return nil
+}
+
+func releaseCmd(args []string) error {
+	fs := flag.NewFlagSet("release", flag.ExitOnError)
+	version := fs.String("version", "", "the release version (must be catalog.BuildVersion)")
+	registry := fs.String("registry", "", "where the images live: host[:port]/path (the references written name it)")
+	to := fs.String("push-to", "", "push to this loopback registry instead of REGISTRY's host (a rehearsal or stand-in)")
+	_ = fs.Parse(args)
+	opts, err := pushTo(*registry, *to)
+	if err != nil {
+		return err
+	}
+	if *to == "" {
+		opts = append(opts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	}
+	work, err := os.MkdirTemp("", "nexo-release-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	repo, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	pub, err := releaseVersion(repo, work, *registry, *version, opts...)
+	if err != nil {
+		return err
+	}
+	for _, im := range append(pub.Images, *pub.Bundle) {
+		fmt.Println(im.Reference)
+	}
+	fmt.Printf("released %s into %s/%s; the catalog is regenerated: review and commit both\n", pub.Version, releasesDir, pub.Version)
+	return nil
+}
+
+func registryCmd(args []string) error {
+	fs := flag.NewFlagSet("registry", flag.ExitOnError)
+	addr := fs.String("addr", "127.0.0.1:5000", "loopback address to serve on")
+	_ = fs.Parse(args)
+	fmt.Println("serving an in-memory OCI registry on", *addr)
+	return http.ListenAndServe(*addr, registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
 }

@@ -22,6 +22,8 @@ type publication struct {
 	Created  string           `json:"created"`
 	Registry string           `json:"registry"`
 	Images   []publishedImage `json:"images"`
+	// Bundle is the registry+v1 bundle image (make release; publish-images pushes none).
+	Bundle *publishedImage `json:"bundle,omitempty"`
 }
 
 type publishedImage struct {
@@ -30,7 +32,7 @@ type publishedImage struct {
 	Reference string              `json:"reference"`
 	Digest    string              `json:"digest"`
 	Tag       string              `json:"tag"`
-	Platforms []publishedPlatform `json:"platforms"`
+	Platforms []publishedPlatform `json:"platforms,omitempty"`
 }
 
 type publishedPlatform struct {

@@ -37,11 +37,10 @@ func TestEveryPlaceNamesTheOneVersion(t *testing.T) {
 	if chart.Version != v || chart.AppVersion != v {
 		t.Errorf("Chart.yaml version %q appVersion %q", chart.Version, chart.AppVersion)
 	}
-	major := strings.SplitN(v, ".", 2)[0]
 	for rel, wants := range map[string][]string{
 		"bundle/manifests/nexo-operator.clusterserviceversion.yaml": {"name: nexo-operator.v" + v, "version: " + v},
-		"bundle/metadata/annotations.yaml":                          {"channel.default.v1: candidate-v" + major},
-		"olm/catalog/nexo-operator/catalog.yaml":                    {"name: nexo-operator.v" + v, "version: " + v, "name: candidate-v" + major},
+		"bundle/metadata/annotations.yaml":                          {"channel.default.v1: " + catalog.DefaultChannel(v), "channels.v1: " + strings.Join(catalog.Channels(v), ",")},
+		"olm/subscribe.yaml":                                        {"channel: " + catalog.DefaultChannel(v), "startingCSV: nexo-operator.v" + v},
 	} {
 		body := read(rel)
 		for _, w := range wants {

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/blang/semver/v4"
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nexo-io/nexo-edge/catalog"
+)
+
+// releasesDir keeps every released version's artefacts (docs/release.md, "Released artefacts").
+const releasesDir = "releases"
+
+// released is one version under releases/: its CSV as released (images by digest) and the bundle
+// image that carries it.
+type released struct {
+	Version     semver.Version
+	CSV         *operatorsv1alpha1.ClusterServiceVersion
+	BundleImage string // registry/nexo-operator-bundle@sha256:…
+}
+
+// releaseRecord is the part of releases/<version>/release.json that genpkg reads.
+type releaseRecord struct {
+	Version string `json:"version"`
+	Bundle  struct {
+		Reference string `json:"reference"`
+	} `json:"bundle"`
+}
+
+// releases reads releases/*, oldest first.
+func releases() ([]released, error) {
+	dirs, err := filepath.Glob(filepath.Join(releasesDir, "*", "release.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []released
+	for _, path := range dirs {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		var rec releaseRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		v, err := semver.Parse(rec.Version)
+		if err != nil || filepath.Base(filepath.Dir(path)) != rec.Version {
+			return nil, fmt.Errorf("%s: version %q does not name its folder", path, rec.Version)
+		}
+		if rec.Bundle.Reference == "" {
+			return nil, fmt.Errorf("%s: no bundle image", path)
+		}
+		csvPath := filepath.Join(filepath.Dir(path), "bundle", "manifests", packageName+".clusterserviceversion.yaml")
+		raw, err = os.ReadFile(csvPath)
+		if err != nil {
+			return nil, err
+		}
+		csv := &operatorsv1alpha1.ClusterServiceVersion{}
+		if err := yaml.UnmarshalStrict(raw, csv); err != nil {
+			return nil, fmt.Errorf("%s: %w", csvPath, err)
+		}
+		out = append(out, released{Version: v, CSV: csv, BundleImage: rec.Bundle.Reference})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version.LT(out[j].Version) })
+	return out, nil
+}
+
+// upgradeEdge is where this build's CSV comes from in the graph: it replaces the newest release
+// older than it, and skips straight over every version of that release's minor (a bounded
+// olm.skipRange), so a cluster on any patch of the previous minor upgrades in one step. The
+// first release replaces nothing.
+type upgradeEdge struct {
+	Replaces  string
+	SkipRange string
+}
+
+func edgeFor(version string, rels []released) (upgradeEdge, error) {
+	v, err := semver.Parse(version)
+	if err != nil {
+		return upgradeEdge{}, err
+	}
+	var prev *released
+	for i := range rels {
+		if rels[i].Version.LT(v) {
+			prev = &rels[i]
+		}
+	}
+	if prev == nil {
+		return upgradeEdge{}, nil
+	}
+	floor := semver.Version{Major: prev.Version.Major, Minor: prev.Version.Minor}
+	return upgradeEdge{
+		Replaces:  packageName + ".v" + prev.Version.String(),
+		SkipRange: fmt.Sprintf(">=%s <%s", floor, v),
+	}, nil
+}
+
+// buildEdge is this build's upgrade edge.
+func buildEdge() (upgradeEdge, error) {
+	rels, err := releases()
+	if err != nil {
+		return upgradeEdge{}, err
+	}
+	return edgeFor(catalog.BuildVersion, rels)
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+var testDigests = digests{
+	"nexo-operator": "r.example/nexo/nexo-operator@sha256:" + strings.Repeat("a", 64),
+	"nexo-manager":  "r.example/nexo/nexo-manager@sha256:" + strings.Repeat("b", 64),
+}
+
+// Stamping values.yaml changes the image repositories and digests and nothing else: every
+// comment and every other line stays.
+func TestStampValuesKeepsTheRest(t *testing.T) {
+	raw, err := os.ReadFile("../../charts/nexo-edge/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := stampValues(raw, testDigests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := strings.Split(string(raw), "\n"), strings.Split(string(out), "\n")
+	if len(before) != len(after) {
+		t.Fatalf("%d lines became %d:\n%s", len(before), len(after), out)
+	}
+	var changed []string
+	for i := range before {
+		if before[i] != after[i] {
+			changed = append(changed, strings.TrimSpace(after[i]))
+		}
+	}
+	want := []string{
+		"repository: r.example/nexo/nexo-operator", `digest: "sha256:` + strings.Repeat("a", 64) + `"`,
+		"repository: r.example/nexo/nexo-manager", `digest: "sha256:` + strings.Repeat("b", 64) + `"`,
+	}
+	if strings.Join(changed, "\n") != strings.Join(want, "\n") {
+		t.Errorf("changed lines:\n%s\nwant:\n%s", strings.Join(changed, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A CSV that names an image the release did not publish is refused, naming the image.
+func TestStampCSVRefusesAnUnreleasedImage(t *testing.T) {
+	raw, err := os.ReadFile("../../bundle/manifests/nexo-operator.clusterserviceversion.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stampCSV(raw, testDigests); err != nil {
+		t.Fatalf("the generated CSV: %v", err)
+	}
+	only := digests{"nexo-operator": testDigests["nexo-operator"]}
+	if _, err := stampCSV(raw, only); err == nil || !strings.Contains(err.Error(), "nexo-manager") {
+		t.Errorf("stamp without the Manager's digest: %v", err)
+	}
+}
