@@ -35,12 +35,16 @@ chart: manifests ## Copy CRDs and operator RBAC from config/ into charts/nexo-ed
 bundle: manifests ## Generate the OLM bundle, bundle.Dockerfile and the file-based catalog from config/ (through a temp dir).
 	go run ./hack/genpkg bundle
 
-GENERATED := api config docs charts bundle bundle.Dockerfile olm PROJECT
+.PHONY: changelog
+changelog: manifests ## Write the schema section of every version in CHANGELOG.md (nexoctl schema diff against the release before it).
+	go run ./hack/changelog
+
+GENERATED := api config docs charts bundle bundle.Dockerfile olm PROJECT CHANGELOG.md
 
 .PHONY: verify-generated
-verify-generated: generate manifests chart bundle ## Fail when any generated file differs from what is committed.
+verify-generated: generate manifests chart bundle changelog ## Fail when any generated file differs from what is committed.
 	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
-	  echo "generated files are stale; run 'make generate manifests chart bundle' and commit:"; \
+	  echo "generated files are stale; run 'make generate manifests chart bundle changelog' and commit:"; \
 	  git status --porcelain -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); exit 1; fi
 
 $(CONTROLLER_GEN):

@@ -11,6 +11,7 @@ import (
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/preflightcmd"
+	"github.com/nexo-io/nexo-edge/nexoctl/schemacmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/signcmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/supportcmd"
@@ -40,7 +41,9 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 	sign.GroupID, verify.GroupID = "gitops", "gitops"
 	support := supportcmd.NewCmd(o)
 	support.GroupID = "checks"
-	root.AddCommand(inst, uninst, pre, status, support, sign, verify, versioncmd.NewCmd(o))
+	schema := schemacmd.NewCmd(o)
+	schema.GroupID = "checks"
+	root.AddCommand(inst, uninst, pre, status, support, sign, verify, schema, versioncmd.NewCmd(o))
 	registerCompletions(root, status, o)
 	return root
 }

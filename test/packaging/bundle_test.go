@@ -192,10 +192,11 @@ func TestCSVTakesItsConfigurationFromTheSubscription(t *testing.T) {
 			}
 		}
 	}
-	// The proxy image released with the bundle is a plain env value config.env can replace, and
-	// a related image (so mirroring for a disconnected install finds it).
-	if proxyImage != catalog.DefaultProxyImage || !related[proxyImage] {
-		t.Errorf("the Manager's NEXO_PROXY_IMAGE is %q (want %s, listed in relatedImages: %v)", proxyImage, catalog.DefaultProxyImage, related[proxyImage])
+	// The proxy image the Manager reports is a plain env value config.env can replace. It is not
+	// a related image: it is not built here, and a proxy runs the images its profile approves
+	// (docs/release.md). The related images are exactly the two the bundle runs.
+	if proxyImage != catalog.DefaultProxyImage || related[proxyImage] || len(related) != 2 {
+		t.Errorf("the Manager's NEXO_PROXY_IMAGE is %q (want %s, not in relatedImages %v)", proxyImage, catalog.DefaultProxyImage, related)
 	}
 }
 
@@ -231,15 +232,17 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 	if csv.Annotations["features.operators.openshift.io/proxy-aware"] != "true" {
 		t.Error("the Manager honours HTTPS_PROXY: proxy-aware must be true")
 	}
-	// The file-based catalog's bundle entry carries the CSV metadata a renderer would write.
+	// Each file-based catalog bundle entry carries the metadata a renderer would write from the
+	// CSV released with it (releases/<version>/bundle).
 	fbc, err := os.ReadFile(filepath.Join(root, "olm", "catalog", "nexo-operator", "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	entries := 0
 	for _, doc := range strings.Split(string(fbc), "\n---\n") {
 		var entry struct {
 			Schema     string `json:"schema"`
+			Name       string `json:"name"`
 			Properties []struct {
 				Type  string         `json:"type"`
 				Value map[string]any `json:"value"`
@@ -248,14 +251,25 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 		if yaml.Unmarshal([]byte(doc), &entry) != nil || entry.Schema != "olm.bundle" {
 			continue
 		}
+		entries++
+		released := &operatorsv1alpha1.ClusterServiceVersion{}
+		raw, err := os.ReadFile(filepath.Join(root, "releases", strings.TrimPrefix(entry.Name, "nexo-operator.v"), "bundle", "manifests", "nexo-operator.clusterserviceversion.yaml"))
+		if err != nil || yaml.Unmarshal(raw, released) != nil {
+			t.Fatalf("the catalog lists %s, which is not under releases/: %v", entry.Name, err)
+		}
+		found := false
 		for _, p := range entry.Properties {
 			if p.Type == "olm.csv.metadata" {
-				found = p.Value["displayName"] == csv.Spec.DisplayName && p.Value["description"] == csv.Spec.Description && p.Value["crdDescriptions"] != nil
+				found = p.Value["displayName"] == released.Spec.DisplayName && p.Value["description"] == released.Spec.Description && p.Value["crdDescriptions"] != nil
 			}
 		}
+		if !found {
+			t.Errorf("the olm.bundle entry %s has no olm.csv.metadata matching its released CSV (displayName, description, crdDescriptions)", entry.Name)
+		}
 	}
-	if !found {
-		t.Error("the olm.bundle entry has no olm.csv.metadata matching the CSV (displayName, description, crdDescriptions)")
+	releases, _ := filepath.Glob(filepath.Join(root, "releases", "*", "release.json"))
+	if entries != len(releases) {
+		t.Errorf("the catalog has %d bundles, releases/ %d", entries, len(releases))
 	}
 }
 
