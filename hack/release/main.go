@@ -163,7 +163,7 @@ func releaseCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	pub, err := releaseVersion(repo, work, *registry, *version, opts...)
+	pub, err := releaseVersion(repo, work, *registry, *version, *to, opts...)
 	if err != nil {
 		return err
 	}

@@ -17,10 +17,12 @@ import (
 
 // publication is what dist/release.json lists: every artifact a publication pushed, by digest.
 type publication struct {
-	Version  string           `json:"version"`
-	Commit   string           `json:"commit"`
-	Created  string           `json:"created"`
-	Registry string           `json:"registry"`
+	Version  string `json:"version"`
+	Commit   string `json:"commit"`
+	Created  string `json:"created"`
+	Registry string `json:"registry"`
+	// PushedTo is the loopback registry that stood in for Registry (release -push-to), if any.
+	PushedTo string           `json:"pushedTo,omitempty"`
 	Images   []publishedImage `json:"images"`
 	// Bundle is the registry+v1 bundle image (make release; publish-images pushes none).
 	Bundle *publishedImage `json:"bundle,omitempty"`

@@ -30,7 +30,8 @@ var defaultImages = map[string]string{
 // the bundle and the kustomize entry point, each naming the images by digest, and release.json)
 // and regenerates the file-based catalog from releases/. A version already released is refused
 // before anything is pushed; a push that fails leaves releases/ and the catalog untouched.
-func releaseVersion(repo, work, registry, version string, opts ...remote.Option) (*publication, error) {
+// pushedTo names the loopback registry that stands in for registry, if any (it is recorded).
+func releaseVersion(repo, work, registry, version, pushedTo string, opts ...remote.Option) (*publication, error) {
 	target := filepath.Join(repo, releasesDir, version)
 	if version != "" {
 		if _, err := os.Stat(target); err == nil {
@@ -72,6 +73,7 @@ func releaseVersion(repo, work, registry, version string, opts ...remote.Option)
 	if err != nil {
 		return nil, err
 	}
+	pub.PushedTo = pushedTo
 	pub.Bundle = &publishedImage{Name: bundleImageName, Reference: tag.Context().Digest(digest.String()).String(), Digest: digest.String(), Tag: tag.String()}
 	if err := writePublication(filepath.Join(stage, "release.json"), pub); err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func TestReleaseToARegistry(t *testing.T) {
 	defer reg.Close()
 	registryPath := strings.TrimPrefix(reg.URL, "http://") + "/nexo"
 	repo := cleanCheckout(t)
-	pub, err := releaseVersion(repo, t.TempDir(), registryPath, buildinfo.Version)
+	pub, err := releaseVersion(repo, t.TempDir(), registryPath, buildinfo.Version, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestReleaseToARegistry(t *testing.T) {
 		}
 	}
 	// A version is released once.
-	if _, err := releaseVersion(repo, t.TempDir(), registryPath, buildinfo.Version); err == nil || !strings.Contains(err.Error(), "is released, and a release is never replaced") {
+	if _, err := releaseVersion(repo, t.TempDir(), registryPath, buildinfo.Version, ""); err == nil || !strings.Contains(err.Error(), "is released, and a release is never replaced") {
 		t.Errorf("second release: %v", err)
 	}
 }
@@ -181,7 +181,7 @@ func TestReleaseRefusedWritesNothing(t *testing.T) {
 	}))
 	defer refusing.Close()
 	repo := cleanCheckout(t)
-	pub, err := releaseVersion(repo, t.TempDir(), strings.TrimPrefix(refusing.URL, "http://")+"/nexo", buildinfo.Version)
+	pub, err := releaseVersion(repo, t.TempDir(), strings.TrimPrefix(refusing.URL, "http://")+"/nexo", buildinfo.Version, "")
 	if err == nil || pub != nil || !strings.Contains(err.Error(), "nothing was recorded as released") || !strings.Contains(err.Error(), "DENIED") {
 		t.Fatalf("refused bundle: %v %+v", err, pub)
 	}
