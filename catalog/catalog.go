@@ -14,7 +14,13 @@ import (
 )
 
 // BuildVersion is the bundle version whose support matrix Kinds describes.
-const BuildVersion = "0.2.0"
+const BuildVersion = "0.3.0"
+
+// UpgradesFrom is the semver range of installed versions that upgrade to this build in one step:
+// the bundle's olm.skipRange, what nexoctl install and nexoctl preflight --upgrade accept, and
+// the range the CSV's replaces must fall in (docs/upgrade.md). Empty for the first release.
+// Written by hand at each version bump: every version of the previous minor.
+const UpgradesFrom = ">=0.2.0 <0.3.0"
 
 // DefaultProxyImage is the proxy image released with this bundle: what a Manager reports as its
 // configured proxy image unless the install sets another (the chart's manager.proxyImage, the

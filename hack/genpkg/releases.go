@@ -72,15 +72,14 @@ func releases() ([]released, error) {
 }
 
 // upgradeEdge is where this build's CSV comes from in the graph: it replaces the newest release
-// older than it, and skips straight over every version of that release's minor (a bounded
-// olm.skipRange), so a cluster on any patch of the previous minor upgrades in one step. The
-// first release replaces nothing.
+// older than it, and skips straight over catalog.UpgradesFrom (a bounded olm.skipRange), so a
+// cluster on any version in that range upgrades in one step. The first release replaces nothing.
 type upgradeEdge struct {
 	Replaces  string
 	SkipRange string
 }
 
-func edgeFor(version string, rels []released) (upgradeEdge, error) {
+func edgeFor(version, upgradesFrom string, rels []released) (upgradeEdge, error) {
 	v, err := semver.Parse(version)
 	if err != nil {
 		return upgradeEdge{}, err
@@ -91,14 +90,22 @@ func edgeFor(version string, rels []released) (upgradeEdge, error) {
 			prev = &rels[i]
 		}
 	}
-	if prev == nil {
+	switch {
+	case prev == nil && upgradesFrom == "":
 		return upgradeEdge{}, nil
+	case prev == nil:
+		return upgradeEdge{}, fmt.Errorf("catalog.UpgradesFrom is %q, but no release older than %s is under releases/", upgradesFrom, version)
+	case upgradesFrom == "":
+		return upgradeEdge{}, fmt.Errorf("catalog.UpgradesFrom is empty, but %s follows the release %s: set it (for example \">=%d.%d.0 <%s\")", version, prev.Version, prev.Version.Major, prev.Version.Minor, version)
 	}
-	floor := semver.Version{Major: prev.Version.Major, Minor: prev.Version.Minor}
-	return upgradeEdge{
-		Replaces:  packageName + ".v" + prev.Version.String(),
-		SkipRange: fmt.Sprintf(">=%s <%s", floor, v),
-	}, nil
+	in, err := semver.ParseRange(upgradesFrom)
+	if err != nil {
+		return upgradeEdge{}, fmt.Errorf("catalog.UpgradesFrom %q: %w", upgradesFrom, err)
+	}
+	if !in(prev.Version) || in(v) {
+		return upgradeEdge{}, fmt.Errorf("catalog.UpgradesFrom %q must hold the previous release %s and not %s itself", upgradesFrom, prev.Version, v)
+	}
+	return upgradeEdge{Replaces: packageName + ".v" + prev.Version.String(), SkipRange: upgradesFrom}, nil
 }
 
 // buildEdge is this build's upgrade edge.
@@ -107,5 +114,5 @@ func buildEdge() (upgradeEdge, error) {
 	if err != nil {
 		return upgradeEdge{}, err
 	}
-	return edgeFor(catalog.BuildVersion, rels)
+	return edgeFor(catalog.BuildVersion, catalog.UpgradesFrom, rels)
 }
