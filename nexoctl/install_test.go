@@ -187,7 +187,7 @@ func TestInstall(t *testing.T) {
 		"manager": map[string]any{"controlPlaneURL": "https://cp.example.invalid"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := run(t, "", append(kc, "install", "-n", "nexo-newer", "--release", "newer", "--token-file", good)...); code != 1 || !strings.Contains(errOut, "runs chart 9.9.9, newer than this nexoctl's") {
+	if _, errOut, code := run(t, "", append(kc, "install", "-n", "nexo-newer", "--release", "newer", "--token-file", good)...); code != 1 || !strings.Contains(errOut, "runs chart 9.9.9: 9.9.9 is installed, newer than this build") || !strings.Contains(errOut, "a downgrade is refused") {
 		t.Errorf("downgrade without --force: exit %d %s", code, errOut)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-newer", Name: wire.ConnectTokenSecret}, &corev1.Secret{}); err == nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/blang/semver/v4"
 	"github.com/spf13/cobra"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -36,6 +35,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 )
 
 // ReleaseName is the Helm release nexoctl manages unless --release names another.
@@ -519,15 +519,16 @@ func copyValues(vals map[string]any) map[string]any {
 // unless forced: the newer CRDs and values would meet an older operator.
 func refuseDowngrade(hcfg *action.Configuration, release string, force bool) error {
 	last, err := action.NewGet(hcfg).Run(release)
-	if err != nil || last.Chart == nil || last.Chart.Metadata == nil {
+	if err != nil || last.Chart == nil || last.Chart.Metadata == nil || force {
 		return nil
 	}
-	have, err1 := semver.ParseTolerant(last.Chart.Metadata.Version)
-	mine, err2 := semver.ParseTolerant(catalog.BuildVersion)
-	if err1 != nil || err2 != nil || !have.GT(mine) || force {
+	// One rule for install and preflight --upgrade: the same version, or one in
+	// catalog.UpgradesFrom (docs/upgrade.md).
+	edge := upgrade.EdgeFrom(last.Chart.Metadata.Version, catalog.BuildVersion, catalog.UpgradesFrom)
+	if edge.OK {
 		return nil
 	}
-	return cliopts.Fail(cliopts.ExitFailed, "release %s runs chart %s, newer than this nexoctl's %s; nothing was changed. Use the nexoctl of %s (nexoctl version), or pass --force to downgrade", release, have, mine, have)
+	return cliopts.Fail(cliopts.ExitFailed, "release %s runs chart %s: %s. Nothing was changed (--force installs this chart anyway)", release, last.Chart.Metadata.Version, edge.Message)
 }
 
 // kept lists what an uninstall leaves in place, with how to remove it.

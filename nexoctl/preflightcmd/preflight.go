@@ -2,18 +2,22 @@
 package preflightcmd
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/nexo-io/nexo-edge/config/crd"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 )
 
 // NewCmd builds the command.
 func NewCmd(o *cliopts.Options) *cobra.Command {
-	var pre bool
+	var pre, upgrading bool
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "preflight",
@@ -26,14 +30,23 @@ the operator and Manager, the connect-token Secret and image pinning.
 With --pre it checks what an install needs instead (permissions). With -f DIR it checks a folder
 of manifests offline: the support matrix, references and image pinning.
 
+With --upgrade it says what upgrading to this nexoctl's version would do: whether an upgrade
+edge exists from the installed version, every schema change from the installed CRDs, every live
+Nexo object the new schemas would reject (OpenAPI validation, CEL rules) or silently prune (data
+loss), new defaults, stored versions that would vanish, and which NexoProxies would roll.
+
 Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could not run.`,
 		Example: `  nexoctl preflight
   nexoctl preflight --pre -n nexo-system
-  nexoctl preflight -f ./manifests -o json`,
+  nexoctl preflight -f ./manifests -o json
+  nexoctl preflight --upgrade`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.ValidateOutput(); err != nil {
 				return err
+			}
+			if upgrading {
+				return runUpgrade(cmd.Context(), o)
 			}
 			var env *preflight.Env
 			var cats []preflight.Category
@@ -70,9 +83,43 @@ Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could no
 		},
 	}
 	cmd.Flags().BoolVar(&pre, "pre", false, "check what an install needs (permissions) instead of the installed state")
+	cmd.Flags().BoolVar(&upgrading, "upgrade", false, "check what upgrading the installed release to this nexoctl's version would do (exit 1 when something breaks)")
+	cmd.MarkFlagsMutuallyExclusive("upgrade", "pre")
 	cmd.Flags().StringVarP(&dir, "filename", "f", "", "check manifests offline, without a cluster: a folder, a file, or - for stdin")
 	return cmd
 }
+
+// runUpgrade is preflight --upgrade.
+func runUpgrade(ctx context.Context, o *cliopts.Options) error {
+	cfg, err := o.RESTConfig()
+	if err != nil {
+		return err
+	}
+	ns := o.NamespaceOr(cliopts.DefaultNS)
+	env, err := preflight.NewClusterEnv(cfg, ns)
+	if err != nil {
+		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+	}
+	build, err := crd.ByKind()
+	if err != nil {
+		return err
+	}
+	r, err := upgrade.Run(ctx, env.Client, ns, build)
+	if err != nil {
+		return cliopts.Fail(cliopts.ExitCannot, "%v", err)
+	}
+	if o.Output == cliopts.OutputText {
+		r.WriteText(o.Out)
+	} else if err := o.PrintData(r); err != nil {
+		return err
+	}
+	if r.Breaking {
+		return &cliopts.ExitError{Code: cliopts.ExitFailed, Err: errUpgradeBreaks}
+	}
+	return nil
+}
+
+var errUpgradeBreaks = errors.New("the upgrade would break something; see above")
 
 // spinner shows, on a terminal, which check is being retried; nothing otherwise.
 func spinner(o *cliopts.Options) preflight.RunOptions {

@@ -29,7 +29,7 @@ var below = map[string][]string{
 	// children) is below the controllers, so nexoctl status reads the same table.
 	"controllers/render": {"catalog", "api", "config", "contract"},
 	"controllers":        {"catalog", "api", "config", "contract", "controllers/render"},
-	"preflight":          {"catalog", "api", "config", "contract"},
+	"preflight":          {"catalog", "api", "config", "contract", "controllers/render"},
 	// The binaries' trees.
 	"operator":     {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"manager":      {"catalog", "api", "config", "contract"},
