@@ -15,12 +15,18 @@
 //     Progressing status and the RolloutStarted Event; when rolled out, a Ready status and the
 //     RolloutComplete Event), until every Deployment has rolled out: the baseline of phase 2.
 //  5. nexoctl status -A against kubectl get nexoproxies -A over the N proxies (best of three).
+//  6. An upgrade: the operator of the last release (built from the source commit
+//     releases/<version> names) takes over the converged proxies, then this build's replaces it;
+//     time until this build has re-verified every proxy, and what it wrote: with unchanged
+//     rendering, no proxy Deployment write and no pod-template change.
 package main
 
 import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
@@ -53,6 +60,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controllers/eventpost"
 	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/test/framework/fleet"
+	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
@@ -71,7 +79,8 @@ var (
 	opGOGC  = flag.String("operator-gogc", "", "GOGC for the operator process only (empty: the operator's own default)")
 	cpuOut  = flag.String("cpu-profile", "", "write the operator's CPU profile over phase 1's convergence (the first -cpu-seconds of it) to FILE")
 	cpuSecs = flag.Int("cpu-seconds", 60, "length of the -cpu-profile")
-	phases  = flag.String("phases", "012345", "the phases to run (0: marginal cost, 1: convergence, 2: step edit, 3: restart, 4: raw baselines, 5: nexoctl status); 1 is always run")
+	phases  = flag.String("phases", "0123456", "the phases to run (0: marginal cost, 1: convergence, 2: step edit, 3: restart, 4: raw baselines, 5: nexoctl status, 6: upgrade from the last release); 1 is always run")
+	from    = flag.String("upgrade-from", "", "phase 6's release (a folder of releases/); empty: the newest release older than this build")
 	heapOut = flag.String("heap-profile", "", "write the operator's heap profiles, idle (FILE.idle) and after convergence (FILE), sampled every 4 KiB")
 )
 
@@ -150,7 +159,7 @@ func run() error {
 	for _, phase := range []struct {
 		id  byte
 		run func() error
-	}{{'3', b.restart3}, {'4', b.baselines4}, {'5', b.status5}} {
+	}{{'3', b.restart3}, {'4', b.baselines4}, {'5', b.status5}, {'6', b.upgrade6}} {
 		if runs(phase.id) {
 			if err := phase.run(); err != nil {
 				return err
@@ -315,6 +324,126 @@ func (b *bench) restart3() error {
 	return nil
 }
 
+// upgrade6 is phase 6: the last release's operator over the converged proxies, then this
+// build's. What this build writes to the proxies' Deployments is read from the Deployments
+// themselves (generation and pod template), besides its own count of mutating calls.
+func (b *bench) upgrade6() error {
+	version, err := lastRelease(*from)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("phase 6: upgrade from the %s operator (built from its release's source commit)\n", version)
+	bins, err := releasebuild.Build(testcluster.RepoRoot(), version, b.cl.Dir, "operator")
+	if err != nil {
+		return err
+	}
+	waitAll := func(op *operatorProcess) (opMetrics, error) {
+		deadline := time.Now().Add(waitLimit())
+		for {
+			m, err := op.metrics()
+			if err == nil && m.reconciles >= float64(*n) {
+				return m, nil
+			}
+			if time.Now().After(deadline) {
+				return m, fmt.Errorf("the operator reconciled %.0f of %d proxies; log:\n%s", m.reconciles, *n, op.logTail())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	old, err := startOperatorBin(b.cl, b.keyFile, benchNS, bins["operator"])
+	if err != nil {
+		return err
+	}
+	_, err = waitAll(old)
+	time.Sleep(3 * time.Second)
+	old.stop()
+	if err != nil {
+		return err
+	}
+	before, err := b.deployments()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	op, err := startOperator(b.cl, b.keyFile)
+	if err != nil {
+		return err
+	}
+	defer op.stop()
+	if _, err := waitAll(op); err != nil {
+		return err
+	}
+	reverified := time.Since(start)
+	time.Sleep(3 * time.Second)
+	m, err := op.metrics()
+	if err != nil {
+		return err
+	}
+	after, err := b.deployments()
+	if err != nil {
+		return err
+	}
+	writes, rolls := 0, 0
+	for name, d := range before {
+		if after[name].generation != d.generation {
+			writes++
+		}
+		if after[name].template != d.template {
+			rolls++
+		}
+	}
+	b.add(fmt.Sprintf("upgrade %s → %s: every proxy re-verified", version, catalog.BuildVersion), reverified.Round(10*time.Millisecond).String(), "")
+	b.add("upgrade: proxy Deployment writes / pod-template changes", fmt.Sprintf("%d / %d (of %d)", writes, rolls, len(before)), "0 / 0")
+	b.add("upgrade: mutating API calls", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), "0")
+	return nil
+}
+
+// deploymentState is what phase 6 compares: a Deployment's generation (any spec write moves it)
+// and a hash of its pod template (a change rolls its pods).
+type deploymentState struct {
+	generation int64
+	template   string
+}
+
+func (b *bench) deployments() (map[string]deploymentState, error) {
+	list := &appsv1.DeploymentList{}
+	if err := b.c.List(b.ctx, list, client.InNamespace(benchNS)); err != nil {
+		return nil, err
+	}
+	out := map[string]deploymentState{}
+	for _, d := range list.Items {
+		raw, err := json.Marshal(d.Spec.Template)
+		if err != nil {
+			return nil, err
+		}
+		out[d.Name] = deploymentState{generation: d.Generation, template: fmt.Sprintf("%x", sha256.Sum256(raw))}
+	}
+	return out, nil
+}
+
+// lastRelease is version, or the newest folder of releases/ older than this build.
+func lastRelease(version string) (string, error) {
+	if version != "" {
+		return version, nil
+	}
+	build := semver.MustParse(catalog.BuildVersion)
+	dirs, err := filepath.Glob(filepath.Join(testcluster.RepoRoot(), "releases", "*", "release.json"))
+	if err != nil {
+		return "", err
+	}
+	var newest *semver.Version
+	for _, d := range dirs {
+		v, err := semver.Parse(filepath.Base(filepath.Dir(d)))
+		if err == nil && v.LT(build) && (newest == nil || v.GT(*newest)) {
+			newest = &v
+		}
+	}
+	if newest == nil {
+		return "", fmt.Errorf("no release older than %s under releases/ to upgrade from", catalog.BuildVersion)
+	}
+	return newest.String(), nil
+}
+
 // baselines4 is phase 4: the raw-write baselines of phases 1 and 2, and the comparisons.
 func (b *bench) baselines4() error {
 	ctx, c := b.ctx, b.c
@@ -376,9 +505,9 @@ func (b *bench) print() {
 		gogc = "default (--gc-percent)"
 	}
 	fmt.Printf("\nNexo operator benchmark, N=%d, proxy workers %d, operator GOGC %s\n", *n, *pworker, gogc)
-	fmt.Printf("%-48s %-34s %s\n", "measure", "value", "target")
+	fmt.Printf("%-56s %-34s %s\n", "measure", "value", "target")
 	for _, r := range b.results {
-		fmt.Printf("%-48s %-34s %s\n", r.name, r.value, r.target)
+		fmt.Printf("%-56s %-34s %s\n", r.name, r.value, r.target)
 	}
 }
 
@@ -695,6 +824,11 @@ func startOperator(cl *testcluster.Cluster, keyFile string) (*operatorProcess, e
 }
 
 func startOperatorIn(cl *testcluster.Cluster, keyFile, ns string) (*operatorProcess, error) {
+	return startOperatorBin(cl, keyFile, ns, *opBin)
+}
+
+// startOperatorBin starts the operator binary bin watching ns.
+func startOperatorBin(cl *testcluster.Cluster, keyFile, ns, bin string) (*operatorProcess, error) {
 	mp, err := testcluster.FreePort()
 	if err != nil {
 		return nil, err
@@ -714,7 +848,7 @@ func startOperatorIn(cl *testcluster.Cluster, keyFile, ns string) (*operatorProc
 	}
 	o := &operatorProcess{metricsAddr: fmt.Sprintf("127.0.0.1:%d", mp), pprofAddr: fmt.Sprintf("127.0.0.1:%d", pp), logPath: logPath}
 	// Plain-HTTP metrics: the benchmark scrapes them from loopback.
-	o.cmd = exec.Command(*opBin, "--metrics-bind-address="+o.metricsAddr, "--metrics-secure=false", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
+	o.cmd = exec.Command(bin, "--metrics-bind-address="+o.metricsAddr, "--metrics-secure=false", fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", hp),
 		"--pprof-bind-address="+o.pprofAddr, "--watch-namespaces="+ns, "--operator-namespace="+opNS, "--license-public-key="+keyFile,
 		fmt.Sprintf("--proxy-workers=%d", *pworker), "--kube-api-qps=2000", "--kube-api-burst=4000", "--zap-log-level=error")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+cl.Kubeconfig)

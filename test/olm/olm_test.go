@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/contract/license"
@@ -85,9 +86,15 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	// The catalog: this build's bundle, its manifests inline (no bundle image to unpack).
+	// The catalog: this build's bundle, its manifests inline (no bundle image to unpack), in a
+	// channel after the release it replaces (releases/<version>/bundle), so the upgrade edge is
+	// the one OLM reads.
 	fbc := filepath.Join(dir, "catalog")
-	if out, err := exec.Command("python3", filepath.Join(tools, "fbc.py"), filepath.Join(testcluster.RepoRoot(), "bundle"), fbc).CombinedOutput(); err != nil {
+	args := []string{filepath.Join(tools, "fbc.py"), filepath.Join(testcluster.RepoRoot(), "bundle"), fbc}
+	if prev := replacedBundle(); prev != "" {
+		args = append(args, prev)
+	}
+	if out, err := exec.Command("python3", args...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "fbc.py: %v\n%s", err, out)
 		return 1
 	}
@@ -439,4 +446,17 @@ func must(b []byte, err error) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// replacedBundle is the bundle folder of the release this build's CSV replaces ("" when none).
+func replacedBundle() string {
+	raw, err := os.ReadFile(filepath.Join(testcluster.RepoRoot(), "bundle", "manifests", "nexo-operator.clusterserviceversion.yaml"))
+	if err != nil {
+		return ""
+	}
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if yaml.Unmarshal(raw, csv) != nil || csv.Spec.Replaces == "" {
+		return ""
+	}
+	return filepath.Join(testcluster.RepoRoot(), "releases", strings.TrimPrefix(csv.Spec.Replaces, "nexo-operator.v"), "bundle")
 }

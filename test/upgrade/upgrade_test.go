@@ -51,6 +51,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 	"github.com/nexo-io/nexo-edge/test/framework/fleet"
+	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
@@ -82,52 +83,28 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// releaseRecord is the part of releases/<version>/release.json the suite reads.
-type releaseRecord struct {
-	Version string `json:"version"`
-	Commit  string `json:"commit"`
-}
-
 // build builds the old operator, Manager and nexoctl from the source commit releases/0.2.0
-// names, stamped as the release stamped them, and the new ones from this tree.
+// names, and the new ones from this tree.
 func build(dir string) error {
 	root := testcluster.RepoRoot()
-	raw, err := os.ReadFile(filepath.Join(root, "releases", from, "release.json"))
+	old, err := releasebuild.Build(root, from, dir, "operator", "manager", "nexoctl")
 	if err != nil {
 		return err
 	}
-	var rec releaseRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return err
+	for name, bin := range old {
+		bins["old-"+name] = bin
 	}
-	src := filepath.Join(dir, "src-"+from)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
-	}
-	archive := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive --format=tar %s | tar -x -C %q", root, rec.Commit, src))
-	if out, err := archive.CombinedOutput(); err != nil {
-		return fmt.Errorf("releases/%s was built from commit %s, which this clone cannot read (a shallow clone? git fetch --unshallow): %v\n%s", from, rec.Commit, err, out)
-	}
-	stamp := "20261204.2149"
-	for _, b := range []struct{ name, src, pkg string }{
-		{"old-operator", src, "./cmd/operator"}, {"old-manager", src, "./cmd/manager"}, {"old-nexoctl", src, "./cmd/nexoctl"},
-		{"operator", root, "./cmd/operator"}, {"manager", root, "./cmd/manager"}, {"nexoctl", root, "./cmd/nexoctl"}, {"controlplane", root, "./cmd/controlplane"},
-	} {
-		commit := rec.Commit[:12]
-		if b.src == root {
-			commit = "under-test"
-		}
-		bins[b.name] = filepath.Join(dir, b.name)
-		cmd := exec.Command("go", "build", "-ldflags", buildinfo.LinkFlags(stamp, commit), "-o", bins[b.name], b.pkg)
-		cmd.Dir = b.src
-		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	for _, name := range []string{"operator", "manager", "nexoctl", "controlplane"} {
+		bins[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-ldflags", buildinfo.LinkFlags("20261204.0000", "under-test"), "-o", bins[name], "./cmd/"+name)
+		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %v\n%s", b.name, err, out)
+			return fmt.Errorf("build %s: %v\n%s", name, err, out)
 		}
 	}
 	out, err := exec.Command(bins["old-nexoctl"], "version", "--client").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), from+"+") {
-		return fmt.Errorf("the nexoctl built from %s says %q (%v), not %s", rec.Commit, out, err, from)
+		return fmt.Errorf("the nexoctl built from releases/%s says %q (%v)", from, out, err)
 	}
 	return nil
 }
@@ -607,7 +584,7 @@ func (s *suite) nexoctl(args ...string) string {
 }
 
 func (s *suite) run(bin string, args ...string) (string, error) {
-	if filepath.Base(bin) == "old-nexoctl" {
+	if bin == bins["old-nexoctl"] {
 		args = append(args, "--kubeconfig", s.cluster.Kubeconfig)
 	}
 	cmd := exec.Command(bin, args...)

@@ -1,0 +1,72 @@
+// Package releasebuild builds the binaries of a released version from the source commit its
+// releases/<version>/release.json names, so upgrade tests and the benchmark run exactly what
+// was released (docs/upgrade.md, "Tested").
+package releasebuild
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/nexo-io/nexo-edge/contract/buildinfo"
+)
+
+// Record is the part of releases/<version>/release.json read here.
+type Record struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Created string `json:"created"`
+}
+
+// Read reads releases/<version>/release.json under the repository root.
+func Read(root, version string) (Record, error) {
+	raw, err := os.ReadFile(filepath.Join(root, "releases", version, "release.json"))
+	if err != nil {
+		return Record{}, err
+	}
+	var r Record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Record{}, err
+	}
+	if r.Version != version || len(r.Commit) < 12 {
+		return Record{}, fmt.Errorf("releases/%s/release.json names version %q, commit %q", version, r.Version, r.Commit)
+	}
+	return r, nil
+}
+
+// Build extracts the release's source commit (git archive) into dir and builds each cmd/<name>
+// of names into dir/<name>-<version>, stamped with the release's version and commit. It returns
+// the binaries by name.
+func Build(root, version, dir string, names ...string) (map[string]string, error) {
+	rec, err := Read(root, version)
+	if err != nil {
+		return nil, err
+	}
+	src := filepath.Join(dir, "src-"+version)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return nil, err
+	}
+	archive := exec.Command("sh", "-c", fmt.Sprintf("git -C %q archive --format=tar %s | tar -x -C %q", root, rec.Commit, src))
+	if out, err := archive.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("releases/%s was built from commit %s, which this clone cannot read (a shallow clone? git fetch --unshallow): %v\n%s", version, rec.Commit, err, out)
+	}
+	stamp := strings.NewReplacer("-", "", "T", ".", ":", "").Replace(rec.Created)
+	if len(stamp) >= 13 {
+		stamp = stamp[:13] // 20261204.2149, as the release stamped it
+	}
+	out := map[string]string{}
+	for _, name := range names {
+		bin := filepath.Join(dir, name+"-"+version)
+		cmd := exec.Command("go", "build", "-ldflags", buildinfo.LinkFlags(stamp, rec.Commit[:12]), "-o", bin, "./cmd/"+name)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build %s of %s: %v\n%s", name, version, err, b)
+		}
+		out[name] = bin
+	}
+	return out, nil
+}
