@@ -11,8 +11,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"sigs.k8s.io/yaml"
@@ -42,26 +40,12 @@ func bundleImage(dir string, s source) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), layer)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture, cfg.Created = "linux", "amd64", v1.Time{Time: s.Time}
 	lbl := labels(binary{Image: bundleImageName}, s)
 	for k, v := range meta.Annotations {
 		lbl[k] = v
 	}
-	cfg.Config = v1.Config{Labels: lbl}
-	cfg.History = []v1.History{{Created: v1.Time{Time: s.Time}, CreatedBy: "hack/release: the bundle folder (manifests/, metadata/, tests/)"}}
-	if img, err = mutate.ConfigFile(img, cfg); err != nil {
-		return nil, err
-	}
-	return mutate.CreatedAt(img, v1.Time{Time: s.Time})
+	return ociImage(layer, v1.Platform{OS: "linux", Architecture: "amd64"}, v1.Config{Labels: lbl},
+		"hack/release: the bundle folder (manifests/, metadata/, tests/)", s.Time)
 }
 
 // treeLayer is a layer with the folders tops of dir (in that order, each walked in name order).

@@ -137,6 +137,13 @@ func imageOf(b binary, p v1.Platform, exe []byte, s source) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	config := v1.Config{Entrypoint: []string{"/" + b.Image}, User: imageUser, WorkingDir: "/", Labels: labels(b, s)}
+	return ociImage(layer, p, config, "hack/release: /"+b.Image+" (go build ./cmd/"+b.Name+")", s.Time)
+}
+
+// ociImage is a one-layer OCI image for platform p with config and one history entry, every
+// timestamp at.
+func ociImage(layer v1.Layer, p v1.Platform, config v1.Config, createdBy string, at time.Time) (v1.Image, error) {
 	img, err := mutate.AppendLayers(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), layer)
 	if err != nil {
 		return nil, err
@@ -146,19 +153,13 @@ func imageOf(b binary, p v1.Platform, exe []byte, s source) (v1.Image, error) {
 		return nil, err
 	}
 	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture, cfg.Created = p.OS, p.Architecture, v1.Time{Time: s.Time}
-	cfg.Config = v1.Config{
-		Entrypoint: []string{"/" + b.Image},
-		User:       imageUser,
-		WorkingDir: "/",
-		Labels:     labels(b, s),
-	}
-	cfg.History = []v1.History{{Created: v1.Time{Time: s.Time}, CreatedBy: "hack/release: /" + b.Image + " (go build ./cmd/" + b.Name + ")"}}
-	img, err = mutate.ConfigFile(img, cfg)
-	if err != nil {
+	cfg.OS, cfg.Architecture, cfg.Created = p.OS, p.Architecture, v1.Time{Time: at}
+	cfg.Config = config
+	cfg.History = []v1.History{{Created: v1.Time{Time: at}, CreatedBy: createdBy}}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return nil, err
 	}
-	return mutate.CreatedAt(img, v1.Time{Time: s.Time})
+	return mutate.CreatedAt(img, v1.Time{Time: at})
 }
 
 // labels are the OCI annotations every image and index carries.

@@ -7,6 +7,7 @@ package schemadiff
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -72,7 +73,7 @@ func Compare(oldName string, old map[string]*apiextensionsv1.CustomResourceDefin
 	for k := range new {
 		kinds[k] = true
 	}
-	for _, kind := range sortedKeys(kinds) {
+	for _, kind := range slices.Sorted(maps.Keys(kinds)) {
 		o, n := old[kind], new[kind]
 		switch {
 		case o == nil:
@@ -200,7 +201,7 @@ func compareProps(path string, o, n *apiextensionsv1.JSONSchemaProps) []Change {
 		}
 	}
 	// Properties.
-	for _, name := range sortedKeys(o.Properties) {
+	for _, name := range slices.Sorted(maps.Keys(o.Properties)) {
 		op := o.Properties[name]
 		np, ok := n.Properties[name]
 		p := child(path, name)
@@ -215,7 +216,7 @@ func compareProps(path string, o, n *apiextensionsv1.JSONSchemaProps) []Change {
 		}
 		out = append(out, compareProps(p, &op, &np)...)
 	}
-	for _, name := range sortedKeys(n.Properties) {
+	for _, name := range slices.Sorted(maps.Keys(n.Properties)) {
 		if _, ok := o.Properties[name]; !ok {
 			p := child(path, name)
 			out = append(out, Change{Path: p, Rule: "fieldAdded", Change: "field added", Severity: Safe, Migration: "none",
@@ -399,7 +400,7 @@ func compareCEL(path string, o, n apiextensionsv1.ValidationRules) []Change {
 	}
 	om, nm := byRule(o), byRule(n)
 	var out []Change
-	for _, rule := range sortedKeys(nm) {
+	for _, rule := range slices.Sorted(maps.Keys(nm)) {
 		or, had := om[rule]
 		switch {
 		case !had:
@@ -411,20 +412,11 @@ func compareCEL(path string, o, n apiextensionsv1.ValidationRules) []Change {
 				Migration: "none", Rollback: "none"})
 		}
 	}
-	for _, rule := range sortedKeys(om) {
+	for _, rule := range slices.Sorted(maps.Keys(om)) {
 		if _, ok := nm[rule]; !ok {
 			out = append(out, Change{Path: path, Rule: "celRule", Change: fmt.Sprintf("CEL rule removed: %s", rule), Severity: Safe,
 				Migration: "none", Rollback: "objects that break it are refused after going back"})
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

@@ -139,12 +139,3 @@ func defaulted(before, after any, path string) []string {
 	sort.Strings(out)
 	return out
 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/blang/semver/v4"
@@ -102,7 +104,7 @@ func Run(ctx context.Context, c client.Client, ns string, build map[string]*apie
 		installed[list[i].Spec.Names.Kind] = &list[i]
 	}
 	r.Schema = schemadiff.Compare("cluster", installed, catalog.BuildVersion, build)
-	for _, kind := range sortedKeys(installed) {
+	for _, kind := range slices.Sorted(maps.Keys(installed)) {
 		crd := installed[kind]
 		next := build[kind]
 		for _, sv := range crd.Status.StoredVersions {
