@@ -20,13 +20,20 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 )
 
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+// adminActor is who the admin token acts as in the audit history.
+const adminActor, adminRole = "admin", "admin"
+
+// admin guards an admin route with the admin token, and audits it as action: a request without
+// the token is recorded as refused, by an unknown actor.
+func (s *Server) admin(action string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.AdminToken)) != 1 {
-			writeError(w, http.StatusUnauthorized, "admin token required")
+			s.audited(action, "unknown", "none", func(w http.ResponseWriter, _ *http.Request) {
+				writeError(w, http.StatusUnauthorized, "admin token required")
+			})(w, r)
 			return
 		}
-		h(w, r)
+		s.audited(action, adminActor, adminRole, h)(w, r)
 	}
 }
 
@@ -60,6 +67,7 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "storage error")
 		return
 	}
+	auditOf(r).target = id
 	env, _ := s.Store.Environment(r.Context(), id)
 	s.log().Info("environment registered", "environment", id, "name", req.Name)
 	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
@@ -247,6 +255,7 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.log().Error("enqueue", "environment", env.ID, "error", err)
 		return
 	}
+	auditOf(r).commandID = c.ID
 	if c.Type == protocol.Uninstall {
 		// The proxy leaves the deployed set now: a rollout queued after this never re-creates it.
 		if err := s.Store.Forget(r.Context(), env.ID, "NexoProxy", c.Proxy.Namespace, c.Proxy.Name); err != nil {

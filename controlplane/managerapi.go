@@ -6,6 +6,7 @@ package controlplane
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -102,6 +103,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		var c protocol.Command
 		if err := json.Unmarshal([]byte(rec.Body), &c); err == nil {
 			resp.Commands = append(resp.Commands, c)
+			s.audit(r.Context(), AuditRecord{Actor: managerActor(env.ID), Role: "manager", Action: "command.deliver", Target: env.ID,
+				Decision: Allowed, Reason: fmt.Sprintf("delivery %d", rec.Deliveries+1), CommandID: rec.ID})
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
@@ -124,12 +127,29 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "ack needs status %q or %q", protocol.Applied, protocol.Failed)
 		return
 	}
+	record := AuditRecord{Actor: managerActor(env.ID), Role: "manager", Action: "command.ack", Target: env.ID, Decision: Allowed, Reason: a.Status, CommandID: r.PathValue("id")}
+	if a.Status == protocol.Failed && a.Message != "" {
+		record.Reason += ": " + truncate(a.Message, 512)
+	}
 	switch err := s.Store.Ack(r.Context(), env.ID, r.PathValue("id"), a.Status, a.Message, deployedObjects); {
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, "no command %s for this environment", r.PathValue("id"))
+		record.Decision, record.Reason = Refused, "no such command for this environment"
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "storage error")
+		return
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
+	s.audit(r.Context(), record)
+}
+
+// managerActor is how an environment's Manager appears in the audit history.
+func managerActor(envID string) string { return "manager:" + envID }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

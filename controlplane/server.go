@@ -35,14 +35,24 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/heartbeat", s.heartbeat)
 	mux.HandleFunc("POST /v1/commands/{id}/ack", s.ack)
-	mux.HandleFunc("POST /admin/environments", s.admin(s.createEnvironment))
-	mux.HandleFunc("GET /admin/environments", s.admin(s.listEnvironments))
-	mux.HandleFunc("GET /admin/environments/{env}", s.admin(s.showEnvironment))
-	mux.HandleFunc("POST /admin/environments/{env}/commands", s.admin(s.enqueue))
-	mux.HandleFunc("POST /admin/environments/{env}/token", s.admin(s.rotateToken))
-	mux.HandleFunc("GET /admin/environments/{env}/install", s.admin(s.installCommand))
-	mux.HandleFunc("POST /admin/signing-keys/rotate", s.admin(s.rotateKey))
-	mux.HandleFunc("POST /admin/signing-keys/{key}/retire", s.admin(s.retireKey))
+	// Every admin route is audited (audit.go), under the name its records carry.
+	for _, route := range []struct {
+		pattern, action string
+		h               http.HandlerFunc
+	}{
+		{"POST /admin/environments", "environment.create", s.createEnvironment},
+		{"GET /admin/environments", "environment.list", s.listEnvironments},
+		{"GET /admin/environments/{env}", "environment.show", s.showEnvironment},
+		{"POST /admin/environments/{env}/commands", "command.queue", s.enqueue},
+		{"POST /admin/environments/{env}/token", "environment.rotate-token", s.rotateToken},
+		{"GET /admin/environments/{env}/install", "environment.install-command", s.installCommand},
+		{"POST /admin/signing-keys/rotate", "signing-key.rotate", s.rotateKey},
+		{"POST /admin/signing-keys/{key}/retire", "signing-key.retire", s.retireKey},
+		{"GET /admin/audit", "audit.query", s.queryAudit},
+		{"GET /admin/audit/verify", "audit.verify", s.verifyAudit},
+	} {
+		mux.HandleFunc(route.pattern, s.admin(route.action, route.h))
+	}
 	return mux
 }
 

@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +45,7 @@ func NewRootCmd(out io.Writer) *cobra.Command {
 		}
 		return controlplane.AdminClient{URL: server, Token: strings.TrimSpace(string(tok))}.Do(method, path, body, outv)
 	}
-	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall), signingKeyCmd(out, adminCall))
+	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall), signingKeyCmd(out, adminCall), auditCmd(out, adminCall))
 	return root
 }
 
@@ -357,4 +359,85 @@ func signingKeyCmd(out io.Writer, call caller) *cobra.Command {
 	}
 	cmd.AddCommand(rotate, retire)
 	return cmd
+}
+
+func auditCmd(out io.Writer, call caller) *cobra.Command {
+	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit history (append-only, hash-chained)"}
+	var f controlplane.AuditFilter
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--actor A] [--action A] [--target T] [--decision allowed|refused] [--command ID] [--after SEQ] [--limit N]",
+		Short: "List audit records, oldest first; --after SEQ continues from a previous page",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			q := url.Values{}
+			for k, v := range map[string]string{"actor": f.Actor, "action": f.Action, "target": f.Target, "decision": f.Decision, "command": f.CommandID} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if f.After > 0 {
+				q.Set("after", strconv.FormatInt(f.After, 10))
+			}
+			if f.Limit > 0 {
+				q.Set("limit", strconv.Itoa(f.Limit))
+			}
+			var page controlplane.AuditPage
+			if err := call("GET", "/admin/audit?"+q.Encode(), nil, &page); err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(page)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SEQ\tAT\tACTOR\tROLE\tACTION\tTARGET\tDECISION\tCOMMAND\tREASON")
+			for _, r := range page.Records {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.At.UTC().Format(time.RFC3339), r.Actor, r.Role, r.Action,
+					orDash(r.Target), r.Decision, orDash(r.CommandID), orDash(r.Reason))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.Next > 0 {
+				fmt.Fprintf(out, "more: controlplane audit list --after %d\n", page.Next)
+			}
+			return nil
+		},
+	}
+	fl := list.Flags()
+	fl.StringVar(&f.Actor, "actor", "", "only this actor (admin, manager:ENV, unknown)")
+	fl.StringVar(&f.Action, "action", "", "only this action (environment.create, command.queue, command.deliver, command.ack, ...)")
+	fl.StringVar(&f.Target, "target", "", "only this target (an environment id, a key id)")
+	fl.StringVar(&f.Decision, "decision", "", "only allowed or refused")
+	fl.StringVar(&f.CommandID, "command", "", "only this command's records (queued, delivered, acknowledged)")
+	fl.Int64Var(&f.After, "after", 0, "the records after this one (a page's cursor)")
+	fl.IntVar(&f.Limit, "limit", 0, "at most this many records (default 100, at most 1000)")
+	fl.BoolVar(&asJSON, "json", false, "print the page as JSON")
+	verify := &cobra.Command{
+		Use:   "verify",
+		Short: "Walk the hash chain; exit 1 naming the first broken record",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var v controlplane.AuditVerification
+			if err := call("GET", "/admin/audit/verify", nil, &v); err != nil {
+				return err
+			}
+			if !v.OK {
+				return fmt.Errorf("the audit history is broken at record %d: %s", v.BrokenAt, v.Reason)
+			}
+			fmt.Fprintf(out, "the audit history verifies: %d records, head %s (keep it elsewhere to detect records removed from the end)\n", v.Records, v.Head)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, verify)
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -89,6 +89,26 @@ func TestServeRegisterDeploy(t *testing.T) {
 	if err != nil || len(newToken) == 0 || strings.Contains(out, string(newToken)) || !strings.Contains(out, "nexoctl install --token-file") {
 		t.Errorf("env rotate-token: %v\n%s", err, out)
 	}
+	// The audit history: what was done, by whom, and a refused request with its reason.
+	if _, err := runCLI(t, context.Background(), append(common, "command", "uninstall", "no-such-env", "--proxy", "shop/x")...); err == nil {
+		t.Error("an uninstall for an unknown environment was accepted")
+	}
+	out, err = runCLI(t, context.Background(), append(common, "audit", "list")...)
+	for _, want := range []string{"environment.create", "command.queue", "command.deliver", "environment.rotate-token", "refused", "manager:" + envID} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("audit list lacks %q: %v\n%s", want, err, out)
+		}
+	}
+	if strings.Contains(out, string(token)) || strings.Contains(out, string(newToken)) || strings.Contains(out, "operationsPerSecond") {
+		t.Errorf("audit list shows a token or a manifest:\n%s", out)
+	}
+	out, err = runCLI(t, context.Background(), append(common, "audit", "list", "--decision", "refused", "--limit", "1")...)
+	if err != nil || strings.Count(out, "\n") != 2 || !strings.Contains(out, "refused") {
+		t.Errorf("audit list --decision refused --limit 1: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, context.Background(), append(common, "audit", "verify")...); err != nil || !strings.Contains(out, "verifies") {
+		t.Errorf("audit verify: %v\n%s", err, out)
+	}
 }
 
 func TestServeRefusesPlainHTTPOffLoopback(t *testing.T) {

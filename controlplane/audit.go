@@ -1,0 +1,313 @@
+// The audit history (docs/controlplane.md, "Audit"): every admin action and every decision,
+// allowed or refused, every command's delivery and its Manager's acknowledgement, one row each
+// in an append-only table the database itself refuses to update or delete, each row chained to
+// the one before by a sha256 hash. A row holds who, in what role, did what to what, the decision
+// and its reason and the command id: never a token or a manifest body.
+
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const auditSchema = `
+CREATE TABLE IF NOT EXISTS audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL,
+  actor TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL,
+  decision TEXT NOT NULL, reason TEXT NOT NULL, command_id TEXT NOT NULL,
+  prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_actor ON audit(actor, seq);
+CREATE INDEX IF NOT EXISTS audit_action ON audit(action, seq);
+CREATE INDEX IF NOT EXISTS audit_target ON audit(target, seq);
+CREATE INDEX IF NOT EXISTS audit_command ON audit(command_id, seq);
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit history is append-only: records cannot be changed'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit history is append-only: records cannot be deleted'); END;
+`
+
+// Decisions an audit record carries.
+const (
+	Allowed = "allowed"
+	Refused = "refused"
+)
+
+// AuditRecord is one row of the audit history.
+type AuditRecord struct {
+	Seq       int64     `json:"seq"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	Role      string    `json:"role"`
+	Action    string    `json:"action"`
+	Target    string    `json:"target"`
+	Decision  string    `json:"decision"`
+	Reason    string    `json:"reason,omitempty"`
+	CommandID string    `json:"commandId,omitempty"`
+	PrevHash  string    `json:"prevHash"`
+	Hash      string    `json:"hash"`
+}
+
+// chainHash is a record's hash: sha256 over the previous record's hash and the record's own
+// fields (its seq and time included), as canonical JSON.
+func chainHash(r AuditRecord) string {
+	doc, _ := json.Marshal([]any{r.PrevHash, r.Seq, r.At.UTC().Format(time.RFC3339Nano), r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID})
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:])
+}
+
+// Audit appends a record to the history, chained to the last one. Seq, At and the hashes are
+// set here.
+func (s *Store) Audit(ctx context.Context, r AuditRecord) (AuditRecord, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return r, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var last sql.NullInt64
+	var prev sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&last, &prev); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return r, err
+	}
+	r.Seq, r.PrevHash, r.At = last.Int64+1, prev.String, time.Now().UTC()
+	r.Hash = chainHash(r)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit(seq, at, actor, role, action, target, decision, reason, command_id, prev_hash, hash) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
+		r.Seq, r.At.Format(time.RFC3339Nano), r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID, r.PrevHash, r.Hash); err != nil {
+		return r, err
+	}
+	return r, tx.Commit()
+}
+
+// AuditFilter selects records: each set field must match exactly; After is a cursor (the last
+// seq already read); Limit caps the page (100 when 0, at most 1000).
+type AuditFilter struct {
+	Actor, Action, Target, Decision, CommandID string
+	After                                      int64
+	Limit                                      int
+}
+
+// QueryAudit returns the records matching f in seq order, and the cursor of the next page (0
+// when this page is the last).
+func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, int64, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	where, args := []string{"seq > ?"}, []any{f.After}
+	for col, v := range map[string]string{"actor": f.Actor, "action": f.Action, "target": f.Target, "decision": f.Decision, "command_id": f.CommandID} {
+		if v != "" {
+			where, args = append(where, col+" = ?"), append(args, v)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit WHERE `+
+		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, append(args, limit+1)...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	out := []AuditRecord{}
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	var next int64
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].Seq
+	}
+	return out, next, nil
+}
+
+func scanAudit(rows *sql.Rows) (AuditRecord, error) {
+	var r AuditRecord
+	var at string
+	err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Role, &r.Action, &r.Target, &r.Decision, &r.Reason, &r.CommandID, &r.PrevHash, &r.Hash)
+	r.At = parseTime(at)
+	return r, err
+}
+
+// AuditVerification is the outcome of walking the chain.
+type AuditVerification struct {
+	OK      bool  `json:"ok"`
+	Records int64 `json:"records"`
+	// Head is the last record's hash: kept outside the database (a ticket, a log), it also
+	// reveals records removed from the end, which a chain alone cannot.
+	Head string `json:"head,omitempty"`
+	// BrokenAt is the first record that does not verify, and Reason why.
+	BrokenAt int64  `json:"brokenAt,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// VerifyAudit walks the whole chain in seq order and names the first broken record: one whose
+// content no longer gives its hash (edited), whose prev_hash is not the hash of the record
+// before it (a record removed or inserted before it), or whose seq skips (a record removed).
+func (s *Store) VerifyAudit(ctx context.Context) (AuditVerification, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit ORDER BY seq`)
+	if err != nil {
+		return AuditVerification{}, err
+	}
+	defer rows.Close()
+	v := AuditVerification{OK: true}
+	prev, want := "", int64(1)
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return v, err
+		}
+		v.Records++
+		if v.OK {
+			switch {
+			case r.Seq != want:
+				v.OK, v.BrokenAt, v.Reason = false, r.Seq, fmt.Sprintf("record %d follows record %d: the records between were removed", r.Seq, want-1)
+			case r.PrevHash != prev:
+				v.OK, v.BrokenAt, v.Reason = false, r.Seq, fmt.Sprintf("record %d does not chain to record %d (prev_hash differs): a record before it was changed, removed or inserted", r.Seq, r.Seq-1)
+			case chainHash(r) != r.Hash:
+				v.OK, v.BrokenAt, v.Reason = false, r.Seq, fmt.Sprintf("record %d was changed after it was written (its content does not give its hash)", r.Seq)
+			}
+		}
+		prev, want, v.Head = r.Hash, r.Seq+1, r.Hash
+	}
+	return v, rows.Err()
+}
+
+// auditEntry is what a handler adds to the record of its request: the target it resolved and
+// the command it queued.
+type auditEntry struct{ target, commandID string }
+
+type auditKey struct{}
+
+// auditOf is the entry of the request being audited (a throwaway one outside an audited route).
+func auditOf(r *http.Request) *auditEntry {
+	if e, ok := r.Context().Value(auditKey{}).(*auditEntry); ok {
+		return e
+	}
+	return &auditEntry{}
+}
+
+// recorder keeps the status and the error message of a response, for its audit record.
+type recorder struct {
+	http.ResponseWriter
+	code int
+	body strings.Builder
+}
+
+func (w *recorder) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.code >= 400 && w.body.Len() < 4096 {
+		w.body.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// audited records an admin request: every request that changes something, and every refused
+// one (reads that succeed are not actions). The decision is the response's (allowed below 400),
+// the reason its error message.
+func (s *Server) audited(action, actor, role string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		entry := &auditEntry{target: firstNonEmpty(r.PathValue("env"), r.PathValue("key"), r.PathValue("id"))}
+		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r.WithContext(context.WithValue(r.Context(), auditKey{}, entry)))
+		if r.Method == http.MethodGet && rec.code < 400 {
+			return
+		}
+		decision, reason := Allowed, ""
+		if rec.code >= 400 {
+			decision, reason = Refused, errorMessage(rec.body.String(), rec.code)
+		}
+		s.audit(r.Context(), AuditRecord{Actor: actor, Role: role, Action: action, Target: entry.target, Decision: decision, Reason: reason, CommandID: entry.commandID})
+	}
+}
+
+// audit appends a record; a failure to audit is logged (the action itself already happened).
+func (s *Server) audit(ctx context.Context, r AuditRecord) {
+	if _, err := s.Store.Audit(context.WithoutCancel(ctx), r); err != nil {
+		s.log().Error("audit record not written", "action", r.Action, "error", err)
+	}
+}
+
+func errorMessage(body string, code int) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(body), &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return http.StatusText(code)
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+// AuditPage is the admin API's answer to an audit query.
+type AuditPage struct {
+	Records []AuditRecord `json:"records"`
+	// Next is the cursor of the next page (after=Next); 0 when this is the last.
+	Next int64 `json:"next,omitempty"`
+}
+
+// queryAudit is GET /admin/audit?actor=&action=&target=&decision=&command=&after=&limit=.
+func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := AuditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target"), Decision: q.Get("decision"), CommandID: q.Get("command")}
+	for name, into := range map[string]*int64{"after": &f.After} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				writeError(w, http.StatusBadRequest, "%s must be a record number (the next of the previous page)", name)
+				return
+			}
+			*into = n
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, "limit must be between 1 and 1000")
+			return
+		}
+		f.Limit = n
+	}
+	if f.Decision != "" && f.Decision != Allowed && f.Decision != Refused {
+		writeError(w, http.StatusBadRequest, "decision must be %s or %s", Allowed, Refused)
+		return
+	}
+	records, next, err := s.Store.QueryAudit(r.Context(), f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "storage error")
+		return
+	}
+	writeJSON(w, http.StatusOK, AuditPage{Records: records, Next: next})
+}
+
+// verifyAudit is GET /admin/audit/verify.
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
+	v, err := s.Store.VerifyAudit(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "storage error")
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
