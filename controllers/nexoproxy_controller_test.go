@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/license"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -297,7 +298,7 @@ func TestSchemaOnlyReference(t *testing.T) {
 	}
 	p := waitProxy(t, ns, time.Minute, "UnsupportedReference", hasReason(nexov1alpha1.ReasonUnsupportedReference))
 	_, msg := readyReason(p)
-	if !strings.Contains(msg, "NexoQueryGuard") || !strings.Contains(msg, "0.2.0") {
+	if !strings.Contains(msg, "NexoQueryGuard") || !strings.Contains(msg, catalog.BuildVersion) {
 		t.Errorf("message must name the kind and the build: %s", msg)
 	}
 	pl := &nexov1alpha1.NexoPipeline{}

@@ -361,7 +361,7 @@ func TestDeployRolloutUninstallUpgrade(t *testing.T) {
 	}
 	rollID := enqueue(t, protocol.Command{Type: protocol.Rollout, Image: "registry.example.com/nexo/proxy:0.2.1"})
 	uninstID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "shop", Name: "unowned-proxy"}})
-	upID := enqueue(t, protocol.Command{Type: protocol.Upgrade, TargetVersion: "0.3.0"})
+	upID := enqueue(t, protocol.Command{Type: protocol.Upgrade, TargetVersion: "99.0.0"}) // not the installed bundle
 	round(t, a)
 	_ = k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, p)
 	_ = k8s.Get(ctx, client.ObjectKeyFromObject(unowned), unowned)
