@@ -57,19 +57,13 @@ func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "a name is required")
 		return
 	}
-	id := randomID(6) // 12 lowercase hex digits
-	token, err := connecttoken.New(id)
+	env, token, err := s.registerEnvironment(r.Context(), req.Name)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "cannot issue a token")
+		writeError(w, http.StatusInternalServerError, "cannot register the environment")
+		s.log().Error("register environment", "error", err)
 		return
 	}
-	if err := s.Store.CreateEnvironment(r.Context(), id, req.Name, connecttoken.Hash(token)); err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
-	}
-	auditOf(r).target = id
-	env, _ := s.Store.Environment(r.Context(), id)
-	s.log().Info("environment registered", "environment", id, "name", req.Name)
+	auditOf(r).target = env.ID
 	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
 }
 
@@ -229,6 +223,12 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "command is not valid JSON: %v", err)
 		return
 	}
+	s.queue(w, r, env, c)
+}
+
+// queue prepares, signs and queues a command for env, and answers 201 {"id"}; a command the
+// environment cannot take is a 400 with the reason.
+func (s *Server) queue(w http.ResponseWriter, r *http.Request, env Environment, c protocol.Command) {
 	if err := s.prepare(r.Context(), env.ID, &c); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return

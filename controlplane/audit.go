@@ -22,7 +22,7 @@ import (
 
 const auditSchema = `
 CREATE TABLE IF NOT EXISTS audit (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL,
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, tenant TEXT NOT NULL DEFAULT '',
   actor TEXT NOT NULL, role TEXT NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL,
   decision TEXT NOT NULL, reason TEXT NOT NULL, command_id TEXT NOT NULL,
   prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
@@ -30,6 +30,7 @@ CREATE INDEX IF NOT EXISTS audit_actor ON audit(actor, seq);
 CREATE INDEX IF NOT EXISTS audit_action ON audit(action, seq);
 CREATE INDEX IF NOT EXISTS audit_target ON audit(target, seq);
 CREATE INDEX IF NOT EXISTS audit_command ON audit(command_id, seq);
+CREATE INDEX IF NOT EXISTS audit_tenant ON audit(tenant, seq);
 CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit history is append-only: records cannot be changed'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
@@ -44,23 +45,25 @@ const (
 
 // AuditRecord is one row of the audit history.
 type AuditRecord struct {
-	Seq       int64     `json:"seq"`
-	At        time.Time `json:"at"`
-	Actor     string    `json:"actor"`
-	Role      string    `json:"role"`
-	Action    string    `json:"action"`
-	Target    string    `json:"target"`
-	Decision  string    `json:"decision"`
-	Reason    string    `json:"reason,omitempty"`
-	CommandID string    `json:"commandId,omitempty"`
-	PrevHash  string    `json:"prevHash"`
-	Hash      string    `json:"hash"`
+	Seq int64     `json:"seq"`
+	At  time.Time `json:"at"`
+	// Tenant is the tenant the action was in ("" for the platform's own actions).
+	Tenant    string `json:"tenant,omitempty"`
+	Actor     string `json:"actor"`
+	Role      string `json:"role"`
+	Action    string `json:"action"`
+	Target    string `json:"target"`
+	Decision  string `json:"decision"`
+	Reason    string `json:"reason,omitempty"`
+	CommandID string `json:"commandId,omitempty"`
+	PrevHash  string `json:"prevHash"`
+	Hash      string `json:"hash"`
 }
 
 // chainHash is a record's hash: sha256 over the previous record's hash and the record's own
 // fields (its seq and time included), as canonical JSON.
 func chainHash(r AuditRecord) string {
-	doc, _ := json.Marshal([]any{r.PrevHash, r.Seq, r.At.UTC().Format(time.RFC3339Nano), r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID})
+	doc, _ := json.Marshal([]any{r.PrevHash, r.Seq, r.At.UTC().Format(time.RFC3339Nano), r.Tenant, r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID})
 	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:])
 }
@@ -80,8 +83,8 @@ func (s *Store) Audit(ctx context.Context, r AuditRecord) (AuditRecord, error) {
 	}
 	r.Seq, r.PrevHash, r.At = last.Int64+1, prev.String, time.Now().UTC()
 	r.Hash = chainHash(r)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO audit(seq, at, actor, role, action, target, decision, reason, command_id, prev_hash, hash) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
-		r.Seq, r.At.Format(time.RFC3339Nano), r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID, r.PrevHash, r.Hash); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit(seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`,
+		r.Seq, r.At.Format(time.RFC3339Nano), r.Tenant, r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID, r.PrevHash, r.Hash); err != nil {
 		return r, err
 	}
 	return r, tx.Commit()
@@ -90,9 +93,9 @@ func (s *Store) Audit(ctx context.Context, r AuditRecord) (AuditRecord, error) {
 // AuditFilter selects records: each set field must match exactly; After is a cursor (the last
 // seq already read); Limit caps the page (100 when 0, at most 1000).
 type AuditFilter struct {
-	Actor, Action, Target, Decision, CommandID string
-	After                                      int64
-	Limit                                      int
+	Tenant, Actor, Action, Target, Decision, CommandID string
+	After                                              int64
+	Limit                                              int
 }
 
 // QueryAudit returns the records matching f in seq order, and the cursor of the next page (0
@@ -104,12 +107,12 @@ func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, i
 	}
 	limit = min(limit, 1000)
 	where, args := []string{"seq > ?"}, []any{f.After}
-	for col, v := range map[string]string{"actor": f.Actor, "action": f.Action, "target": f.Target, "decision": f.Decision, "command_id": f.CommandID} {
+	for col, v := range map[string]string{"tenant": f.Tenant, "actor": f.Actor, "action": f.Action, "target": f.Target, "decision": f.Decision, "command_id": f.CommandID} {
 		if v != "" {
 			where, args = append(where, col+" = ?"), append(args, v)
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit WHERE `+
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
 		return nil, 0, err
@@ -137,7 +140,7 @@ func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, i
 func scanAudit(rows *sql.Rows) (AuditRecord, error) {
 	var r AuditRecord
 	var at string
-	err := rows.Scan(&r.Seq, &at, &r.Actor, &r.Role, &r.Action, &r.Target, &r.Decision, &r.Reason, &r.CommandID, &r.PrevHash, &r.Hash)
+	err := rows.Scan(&r.Seq, &at, &r.Tenant, &r.Actor, &r.Role, &r.Action, &r.Target, &r.Decision, &r.Reason, &r.CommandID, &r.PrevHash, &r.Hash)
 	r.At = parseTime(at)
 	return r, err
 }
@@ -158,7 +161,7 @@ type AuditVerification struct {
 // content no longer gives its hash (edited), whose prev_hash is not the hash of the record
 // before it (a record removed or inserted before it), or whose seq skips (a record removed).
 func (s *Store) VerifyAudit(ctx context.Context) (AuditVerification, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit ORDER BY seq`)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit ORDER BY seq`)
 	if err != nil {
 		return AuditVerification{}, err
 	}
@@ -188,7 +191,7 @@ func (s *Store) VerifyAudit(ctx context.Context) (AuditVerification, error) {
 
 // auditEntry is what a handler adds to the record of its request: the target it resolved and
 // the command it queued.
-type auditEntry struct{ target, commandID string }
+type auditEntry struct{ tenant, target, commandID string }
 
 type auditKey struct{}
 
@@ -221,7 +224,7 @@ func (w *recorder) Write(b []byte) (int, error) {
 // the reason its error message.
 func (s *Server) audited(action, actor, role string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		entry := &auditEntry{target: firstNonEmpty(r.PathValue("env"), r.PathValue("key"), r.PathValue("id"))}
+		entry := &auditEntry{tenant: r.PathValue("tenant"), target: firstNonEmpty(r.PathValue("env"), r.PathValue("key"), r.PathValue("id"))}
 		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
 		h(rec, r.WithContext(context.WithValue(r.Context(), auditKey{}, entry)))
 		if r.Method == http.MethodGet && rec.code < 400 {
@@ -231,7 +234,7 @@ func (s *Server) audited(action, actor, role string, h http.HandlerFunc) http.Ha
 		if rec.code >= 400 {
 			decision, reason = Refused, errorMessage(rec.body.String(), rec.code)
 		}
-		s.audit(r.Context(), AuditRecord{Actor: actor, Role: role, Action: action, Target: entry.target, Decision: decision, Reason: reason, CommandID: entry.commandID})
+		s.audit(r.Context(), AuditRecord{Tenant: entry.tenant, Actor: actor, Role: role, Action: action, Target: entry.target, Decision: decision, Reason: reason, CommandID: entry.commandID})
 	}
 }
 
@@ -268,32 +271,50 @@ type AuditPage struct {
 	Next int64 `json:"next,omitempty"`
 }
 
-// queryAudit is GET /admin/audit?actor=&action=&target=&decision=&command=&after=&limit=.
-func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
+// auditFilter reads the audit query's parameters, answering 400 for a bad one.
+func auditFilter(w http.ResponseWriter, r *http.Request) (AuditFilter, bool) {
 	q := r.URL.Query()
-	f := AuditFilter{Actor: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target"), Decision: q.Get("decision"), CommandID: q.Get("command")}
-	for name, into := range map[string]*int64{"after": &f.After} {
-		if v := q.Get(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				writeError(w, http.StatusBadRequest, "%s must be a record number (the next of the previous page)", name)
-				return
-			}
-			*into = n
+	f := AuditFilter{Tenant: q.Get("tenant"), Actor: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target"), Decision: q.Get("decision"), CommandID: q.Get("command")}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "after must be a record number (the next of the previous page)")
+			return f, false
 		}
+		f.After = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
 			writeError(w, http.StatusBadRequest, "limit must be between 1 and 1000")
-			return
+			return f, false
 		}
 		f.Limit = n
 	}
 	if f.Decision != "" && f.Decision != Allowed && f.Decision != Refused {
 		writeError(w, http.StatusBadRequest, "decision must be %s or %s", Allowed, Refused)
-		return
+		return f, false
 	}
+	return f, true
+}
+
+// queryAudit is GET /admin/audit?tenant=&actor=&action=&target=&decision=&command=&after=&limit=
+// (the admin token: the whole history).
+func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
+	if f, ok := auditFilter(w, r); ok {
+		s.answerAudit(w, r, f)
+	}
+}
+
+// tenantAudit is GET /admin/tenants/{tenant}/audit: the same query, within the tenant.
+func (s *Server) tenantAudit(w http.ResponseWriter, r *http.Request, _ caller) {
+	if f, ok := auditFilter(w, r); ok {
+		f.Tenant = r.PathValue("tenant")
+		s.answerAudit(w, r, f)
+	}
+}
+
+func (s *Server) answerAudit(w http.ResponseWriter, r *http.Request, f AuditFilter) {
 	records, next, err := s.Store.QueryAudit(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "storage error")

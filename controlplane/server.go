@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
 // Server serves the Manager protocol (/v1, managerapi.go) and the admin API (/admin,
@@ -52,6 +53,28 @@ func (s *Server) Handler() http.Handler {
 		{"GET /admin/audit/verify", "audit.verify", s.verifyAudit},
 	} {
 		mux.HandleFunc(route.pattern, s.admin(route.action, route.h))
+	}
+	// Tenancy (tenancyapi.go): the admin token or a principal's, authorized by role.
+	mux.HandleFunc("POST /admin/tenants", s.admin("tenant.create", s.createTenant))
+	for _, route := range []struct {
+		pattern string
+		action  targeting.Action
+		h       func(http.ResponseWriter, *http.Request, caller)
+	}{
+		{"POST /admin/tenants/{tenant}/principals", targeting.ManagePrincipals, s.createPrincipal},
+		{"POST /admin/tenants/{tenant}/role-bindings", targeting.ManagePrincipals, s.bindRole},
+		{"POST /admin/tenants/{tenant}/environments", targeting.ManageEnvironments, s.createTenantEnvironment},
+		{"PUT /admin/tenants/{tenant}/environments/{env}/labels", targeting.SetEnvironmentLabels, s.setEnvironmentLabels},
+		{"PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}", targeting.ManageNamespaceTarget, s.setNamespaceTarget},
+		{"POST /admin/tenants/{tenant}/projects", targeting.ManageProjects, s.createProject},
+		{"PUT /admin/tenants/{tenant}/projects/{project}/stages/{stage}", targeting.SetStage, s.setStage},
+		{"GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/targets", targeting.ReadTargets, s.targets},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy", targeting.Deploy, s.deployThroughStage},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/rollout", targeting.Rollout, s.rolloutThroughStage},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/uninstall", targeting.Uninstall, s.uninstallThroughStage},
+		{"GET /admin/tenants/{tenant}/audit", targeting.ReadAudit, s.tenantAudit},
+	} {
+		mux.HandleFunc(route.pattern, s.tenantRoute(route.action, route.h))
 	}
 	return mux
 }

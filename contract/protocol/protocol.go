@@ -63,6 +63,18 @@ type Heartbeat struct {
 	InventoryDigest string       `json:"inventoryDigest,omitempty"`
 	Changed         []Deployment `json:"changed,omitempty"`
 	Removed         []ObjectRef  `json:"removed,omitempty"`
+
+	// Limits are the cluster's own limits on what its Manager may deploy, as its admin set them
+	// (docs/controlplane.md, "Targeting"). Nil: not reported, which the Control Plane treats as
+	// allowing nothing.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are a cluster's limits on its Manager: the namespaces it may deploy into and the image
+// repositories a rollout may set. Empty allows nothing.
+type Limits struct {
+	Namespaces        []string `json:"namespaces"`
+	ImageRepositories []string `json:"imageRepositories"`
 }
 
 // MaxInventoryChanges bounds the changes one heartbeat carries: about 120 bytes each, so a

@@ -61,7 +61,7 @@ var capabilities = map[Action][]Role{
 	Rollout:               {TenantAdmin, ProjectManager, Editor},
 	Uninstall:             {TenantAdmin, ProjectManager},
 	ReadTargets:           {TenantAdmin, ProjectManager, Editor, Viewer},
-	ReadAudit:             {TenantAdmin, ProjectManager},
+	ReadAudit:             {TenantAdmin}, // the tenant's whole history: tenant-wide
 }
 
 // Can reports whether role may take action.

@@ -22,7 +22,7 @@ func TestCapabilityMatrix(t *testing.T) {
 		Rollout:               "yyy-",
 		Uninstall:             "yy--",
 		ReadTargets:           "yyyy",
-		ReadAudit:             "yy--",
+		ReadAudit:             "y---",
 	}
 	if len(want) != len(Actions) {
 		t.Fatalf("%d actions, the table has %d", len(Actions), len(want))

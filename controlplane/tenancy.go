@@ -1,0 +1,274 @@
+// Tenancy storage (docs/controlplane.md, "Targeting"): tenants, principals with their own API
+// tokens (stored hashed), role bindings, projects with stages, the labels and namespace targets
+// of a tenant's environments. The decisions are controlplane/targeting's.
+
+package controlplane
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/targeting"
+)
+
+const tenancySchema = `
+CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS principals (
+  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id), name TEXT NOT NULL,
+  token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL, UNIQUE (tenant_id, name));
+CREATE TABLE IF NOT EXISTS role_bindings (
+  principal_id TEXT NOT NULL REFERENCES principals(id), role TEXT NOT NULL, project TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (principal_id, role, project));
+CREATE TABLE IF NOT EXISTS projects (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id), name TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (tenant_id, name));
+CREATE TABLE IF NOT EXISTS stages (
+  tenant_id TEXT NOT NULL, project TEXT NOT NULL, name TEXT NOT NULL, environments TEXT NOT NULL, namespaces TEXT NOT NULL,
+  PRIMARY KEY (tenant_id, project, name), FOREIGN KEY (tenant_id, project) REFERENCES projects(tenant_id, name));
+-- The tenant of an environment and the labels its tenant admin set (never taken from heartbeats).
+CREATE TABLE IF NOT EXISTS environment_tenancy (
+  env_id TEXT PRIMARY KEY REFERENCES environments(id), tenant_id TEXT NOT NULL REFERENCES tenants(id), labels TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS namespace_targets (
+  env_id TEXT NOT NULL REFERENCES environments(id), namespace TEXT NOT NULL, labels TEXT NOT NULL, PRIMARY KEY (env_id, namespace));
+`
+
+// Tenant owns principals, projects and environments.
+type Tenant struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Principal is a person or a pipeline with its own API token.
+type Principal struct {
+	ID       string    `json:"id"`
+	Tenant   string    `json:"tenant"`
+	Name     string    `json:"name"`
+	Bindings []Binding `json:"bindings,omitempty"`
+}
+
+// Binding gives a principal a role: tenant-wide (tenant admin) or in one project.
+type Binding struct {
+	Role    targeting.Role `json:"role"`
+	Project string         `json:"project,omitempty"`
+}
+
+// ErrConflict is returned for a name already taken.
+var ErrConflict = errors.New("already exists")
+
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// conflictOr maps a uniqueness violation to ErrConflict.
+func conflictOr(err error) error {
+	if err != nil && strings.Contains(err.Error(), "UNIQUE constraint") {
+		return ErrConflict
+	}
+	return err
+}
+
+// CreateTenant stores a tenant.
+func (s *Store) CreateTenant(ctx context.Context, id, name string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO tenants(id, name, created) VALUES(?,?,?)`, id, name, now())
+	return conflictOr(err)
+}
+
+// TenantByID returns a tenant.
+func (s *Store) TenantByID(ctx context.Context, id string) (Tenant, error) {
+	var t Tenant
+	err := s.db.QueryRowContext(ctx, `SELECT id, name FROM tenants WHERE id = ?`, id).Scan(&t.ID, &t.Name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, ErrNotFound
+	}
+	return t, err
+}
+
+// CreatePrincipal stores a principal of a tenant with the hash of its token.
+func (s *Store) CreatePrincipal(ctx context.Context, id, tenant, name, token string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO principals(id, tenant_id, name, token_hash, created) VALUES(?,?,?,?,?)`, id, tenant, name, tokenHash(token), now())
+	return conflictOr(err)
+}
+
+// PrincipalByToken returns the principal a token belongs to, with its bindings.
+func (s *Store) PrincipalByToken(ctx context.Context, token string) (Principal, error) {
+	return s.principal(ctx, `SELECT id, tenant_id, name FROM principals WHERE token_hash = ?`, tokenHash(token))
+}
+
+// PrincipalByName returns a tenant's principal by name.
+func (s *Store) PrincipalByName(ctx context.Context, tenant, name string) (Principal, error) {
+	return s.principal(ctx, `SELECT id, tenant_id, name FROM principals WHERE tenant_id = ? AND name = ?`, tenant, name)
+}
+
+func (s *Store) principal(ctx context.Context, q string, args ...any) (Principal, error) {
+	var p Principal
+	err := s.db.QueryRowContext(ctx, q, args...).Scan(&p.ID, &p.Tenant, &p.Name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	if err != nil {
+		return p, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT role, project FROM role_bindings WHERE principal_id = ? ORDER BY role, project`, p.ID)
+	if err != nil {
+		return p, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b Binding
+		if err := rows.Scan(&b.Role, &b.Project); err != nil {
+			return p, err
+		}
+		p.Bindings = append(p.Bindings, b)
+	}
+	return p, rows.Err()
+}
+
+// Bind gives a principal a role (idempotent).
+func (s *Store) Bind(ctx context.Context, principalID string, b Binding) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO role_bindings(principal_id, role, project) VALUES(?,?,?)`, principalID, b.Role, b.Project)
+	return err
+}
+
+// CreateProject stores a project of a tenant.
+func (s *Store) CreateProject(ctx context.Context, tenant, name string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO projects(tenant_id, name, created) VALUES(?,?,?)`, tenant, name, now())
+	return conflictOr(err)
+}
+
+// ProjectExists reports whether a tenant has the project.
+func (s *Store) ProjectExists(ctx context.Context, tenant, name string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM projects WHERE tenant_id = ? AND name = ?`, tenant, name).Scan(&n)
+	return n > 0, err
+}
+
+// SetStage creates or replaces a project's stage.
+func (s *Store) SetStage(ctx context.Context, tenant string, st targeting.Stage) error {
+	envs, _ := json.Marshal(st.Environments)
+	nss, _ := json.Marshal(st.NamespaceTargets)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO stages(tenant_id, project, name, environments, namespaces) VALUES(?,?,?,?,?)
+		ON CONFLICT(tenant_id, project, name) DO UPDATE SET environments = excluded.environments, namespaces = excluded.namespaces`,
+		tenant, st.Project, st.Name, string(envs), string(nss))
+	return err
+}
+
+// Stage returns a project's stage.
+func (s *Store) Stage(ctx context.Context, tenant, project, name string) (targeting.Stage, error) {
+	st := targeting.Stage{Project: project, Name: name}
+	var envs, nss string
+	err := s.db.QueryRowContext(ctx, `SELECT environments, namespaces FROM stages WHERE tenant_id = ? AND project = ? AND name = ?`, tenant, project, name).Scan(&envs, &nss)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, ErrNotFound
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal([]byte(envs), &st.Environments); err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal([]byte(nss), &st.NamespaceTargets)
+}
+
+// AssignEnvironment makes an environment the tenant's.
+func (s *Store) AssignEnvironment(ctx context.Context, envID, tenant string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_tenancy(env_id, tenant_id) VALUES(?,?)`, envID, tenant)
+	return conflictOr(err)
+}
+
+// EnvironmentTenant returns the tenant an environment belongs to ("" when none).
+func (s *Store) EnvironmentTenant(ctx context.Context, envID string) (string, error) {
+	var t string
+	err := s.db.QueryRowContext(ctx, `SELECT tenant_id FROM environment_tenancy WHERE env_id = ?`, envID).Scan(&t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return t, err
+}
+
+// SetEnvironmentLabels replaces an environment's labels.
+func (s *Store) SetEnvironmentLabels(ctx context.Context, envID string, labels map[string]string) error {
+	raw, _ := json.Marshal(labels)
+	_, err := s.db.ExecContext(ctx, `UPDATE environment_tenancy SET labels = ? WHERE env_id = ?`, string(raw), envID)
+	return err
+}
+
+// SetNamespaceTarget creates or replaces a namespace target of an environment.
+func (s *Store) SetNamespaceTarget(ctx context.Context, envID, namespace string, labels map[string]string) error {
+	raw, _ := json.Marshal(labels)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO namespace_targets(env_id, namespace, labels) VALUES(?,?,?)
+		ON CONFLICT(env_id, namespace) DO UPDATE SET labels = excluded.labels`, envID, namespace, string(raw))
+	return err
+}
+
+// TenantEnvironments returns a tenant's environments as targeting reads them: labels, namespace
+// targets and the limits their clusters last reported.
+func (s *Store) TenantEnvironments(ctx context.Context, tenant string) ([]targeting.Environment, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT t.env_id, t.labels, COALESCE(h.body, '') FROM environment_tenancy t
+		LEFT JOIN heartbeats h ON h.env_id = t.env_id WHERE t.tenant_id = ? ORDER BY t.env_id`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var out []targeting.Environment
+	index := map[string]int{}
+	for rows.Next() {
+		var id, labels, hb string
+		if err := rows.Scan(&id, &labels, &hb); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		e := targeting.Environment{ID: id, Tenant: tenant}
+		if err := json.Unmarshal([]byte(labels), &e.Labels); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("environment %s labels: %w", id, err)
+		}
+		if limits := reportedLimits(hb); limits != nil {
+			e.Reported, e.ClusterAllows = true, limits.Namespaces
+		}
+		index[id] = len(out)
+		out = append(out, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	trows, err := s.db.QueryContext(ctx, `SELECT n.env_id, n.namespace, n.labels FROM namespace_targets n
+		JOIN environment_tenancy t ON t.env_id = n.env_id WHERE t.tenant_id = ? ORDER BY n.env_id, n.namespace`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer trows.Close()
+	for trows.Next() {
+		var env string
+		nt := targeting.NamespaceTarget{}
+		var labels string
+		if err := trows.Scan(&env, &nt.Namespace, &labels); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(labels), &nt.Labels); err != nil {
+			return nil, err
+		}
+		if i, ok := index[env]; ok {
+			out[i].Targets = append(out[i].Targets, nt)
+		}
+	}
+	return out, trows.Err()
+}
+
+// reportedLimits are the limits of a stored heartbeat body (nil when it reports none).
+func reportedLimits(body string) *protocol.Limits {
+	if body == "" {
+		return nil
+	}
+	var hb protocol.Heartbeat
+	if json.Unmarshal([]byte(body), &hb) != nil {
+		return nil
+	}
+	return hb.Limits
+}

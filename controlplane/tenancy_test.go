@@ -1,0 +1,247 @@
+package controlplane_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/controlplane/targeting"
+)
+
+// tenancy is a Control Plane with tenant acme: principals of every role (alice tenant-admin,
+// bob project-manager, carol editor, dave viewer of project shop), environment eu labelled
+// env=production, team=payments, region=eu-west with namespace targets web (tier=web) and db
+// (tier=data), and stage shop/prod selecting env=production, team=payments and tier=web.
+type tenancy struct {
+	*cp
+	tokens map[targeting.Role]string
+	env    controlplane.NewEnvironment
+}
+
+const acme = "/admin/tenants/acme"
+
+func newTenancy(t *testing.T) *tenancy {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	c := start(t, filepath.Join(t.TempDir(), "cp.db"), key)
+	tn := &tenancy{cp: c, tokens: map[targeting.Role]string{}}
+	must := func(code, want int, what string) {
+		t.Helper()
+		if code != want {
+			t.Fatalf("%s: %d, want %d", what, code, want)
+		}
+	}
+	must(c.do("POST", "/admin/tenants", admin, map[string]string{"name": "acme"}, nil), 201, "tenant acme")
+	must(c.do("POST", "/admin/tenants", admin, map[string]string{"name": "globex"}, nil), 201, "tenant globex")
+	must(c.do("POST", acme+"/projects", admin, map[string]string{"name": "shop"}, nil), 201, "project shop")
+	for name, b := range map[string]controlplane.Binding{"alice": {Role: targeting.TenantAdmin}, "bob": {Role: targeting.ProjectManager, Project: "shop"},
+		"carol": {Role: targeting.Editor, Project: "shop"}, "dave": {Role: targeting.Viewer, Project: "shop"}} {
+		var p controlplane.NewPrincipal
+		must(c.do("POST", acme+"/principals", admin, map[string]string{"name": name}, &p), 201, "principal "+name)
+		must(c.do("POST", acme+"/role-bindings", admin, map[string]string{"principal": name, "role": string(b.Role), "project": b.Project}, nil), 200, "bind "+name)
+		tn.tokens[b.Role] = p.Token
+	}
+	must(c.do("POST", acme+"/environments", tn.tokens[targeting.TenantAdmin], map[string]string{"name": "eu"}, &tn.env), 201, "environment eu")
+	must(c.do("PUT", acme+"/environments/"+tn.env.ID+"/labels", tn.tokens[targeting.TenantAdmin],
+		map[string]any{"labels": map[string]string{"env": "production", "team": "payments", "region": "eu-west"}}, nil), 200, "labels")
+	for ns, tier := range map[string]string{"web": "web", "db": "data"} {
+		must(c.do("PUT", acme+"/environments/"+tn.env.ID+"/namespace-targets/"+ns, tn.tokens[targeting.TenantAdmin], map[string]any{"labels": map[string]string{"tier": tier}}, nil), 200, "target "+ns)
+	}
+	must(c.do("PUT", acme+"/projects/shop/stages/prod", tn.tokens[targeting.ProjectManager],
+		controlplane.StageSpec{Environments: map[string]string{"env": "production", "team": "payments"}, Namespaces: map[string]string{"tier": "web"}}, nil), 200, "stage prod")
+	return tn
+}
+
+// heartbeat reports the cluster's limits for the environment (nil: none).
+func (tn *tenancy) heartbeat(t *testing.T, limits *protocol.Limits) {
+	hb := heartbeat("cluster-eu")
+	hb.Limits = limits
+	if code := tn.do("POST", "/v1/heartbeat", tn.env.Token, hb, nil); code != 200 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+}
+
+var deployManifest = json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"rl","namespace":"web"},"spec":{"operationsPerSecond":5}}`)
+
+// Every role × every action, through the real server and its SQLite file: 403 exactly where
+// the capability table says no, and the refusal names the action and the roles that may.
+func TestCapabilityMatrixThroughTheAPI(t *testing.T) {
+	tn := newTenancy(t)
+	tn.heartbeat(t, &protocol.Limits{Namespaces: []string{"web"}, ImageRepositories: []string{"registry.example.com/nexo/proxy"}})
+	n := 0
+	unique := func() string { n++; return fmt.Sprintf("x%d", n) }
+	requests := map[targeting.Action]func(token string) (int, string){}
+	call := func(method, path string, body any) func(string) (int, string) {
+		return func(token string) (int, string) {
+			var e protocol.Error
+			code := tn.do(method, path, token, body, &e)
+			return code, e.Error
+		}
+	}
+	requests[targeting.ManagePrincipals] = func(tok string) (int, string) {
+		return call("POST", acme+"/principals", map[string]string{"name": unique()})(tok)
+	}
+	requests[targeting.ManageEnvironments] = func(tok string) (int, string) {
+		return call("POST", acme+"/environments", map[string]string{"name": unique()})(tok)
+	}
+	requests[targeting.SetEnvironmentLabels] = call("PUT", acme+"/environments/"+tn.env.ID+"/labels", map[string]any{"labels": map[string]string{"env": "production", "team": "payments", "region": "eu-west"}})
+	requests[targeting.ManageNamespaceTarget] = call("PUT", acme+"/environments/"+tn.env.ID+"/namespace-targets/web", map[string]any{"labels": map[string]string{"tier": "web"}})
+	requests[targeting.ManageProjects] = func(tok string) (int, string) {
+		return call("POST", acme+"/projects", map[string]string{"name": unique()})(tok)
+	}
+	requests[targeting.SetStage] = call("PUT", acme+"/projects/shop/stages/prod", controlplane.StageSpec{Environments: map[string]string{"env": "production", "team": "payments"}, Namespaces: map[string]string{"tier": "web"}})
+	requests[targeting.Deploy] = call("POST", acme+"/projects/shop/stages/prod/deploy", controlplane.StageDeploy{Environment: tn.env.ID, Namespace: "web", Manifests: []json.RawMessage{deployManifest}})
+	requests[targeting.Rollout] = call("POST", acme+"/projects/shop/stages/prod/rollout", controlplane.StageRollout{Environment: tn.env.ID, Image: "registry.example.com/nexo/proxy:0.3.1"})
+	requests[targeting.Uninstall] = call("POST", acme+"/projects/shop/stages/prod/uninstall", controlplane.StageUninstall{Environment: tn.env.ID, Namespace: "web", Name: "orders"})
+	requests[targeting.ReadTargets] = call("GET", acme+"/projects/shop/stages/prod/targets", nil)
+	requests[targeting.ReadAudit] = call("GET", acme+"/audit", nil)
+	if len(requests) != len(targeting.Actions) {
+		t.Fatalf("%d requests for %d actions", len(requests), len(targeting.Actions))
+	}
+	for _, action := range targeting.Actions {
+		for _, role := range targeting.Roles {
+			code, msg := requests[action](tn.tokens[role])
+			switch {
+			case targeting.Can(role, action) && (code < 200 || code > 299):
+				t.Errorf("%s may %s, got %d %s", role, action, code, msg)
+			case !targeting.Can(role, action) && (code != 403 || !strings.Contains(msg, string(action)) || !strings.Contains(msg, "it takes one of")):
+				t.Errorf("%s may not %s, got %d %q", role, action, code, msg)
+			}
+		}
+		// The admin token may everything; no token, nothing.
+		if code, msg := requests[action](admin); code < 200 || code > 299 {
+			t.Errorf("admin %s: %d %s", action, code, msg)
+		}
+		if code, _ := requests[action]("nexo-principal-guess"); code != 401 {
+			t.Errorf("an unknown token %s: %d", action, code)
+		}
+	}
+	// A principal of another tenant may nothing in acme.
+	var other controlplane.NewPrincipal
+	tn.do("POST", "/admin/tenants/globex/principals", admin, map[string]string{"name": "mallory"}, &other)
+	tn.do("POST", "/admin/tenants/globex/role-bindings", admin, map[string]string{"principal": "mallory", "role": "tenant-admin"}, nil)
+	for _, action := range targeting.Actions {
+		if code, _ := requests[action](other.Token); code != 403 {
+			t.Errorf("globex's tenant admin %s in acme: %d", action, code)
+		}
+	}
+}
+
+// The source document's label example through a stage, and what a visible target is not: the
+// targets query says eligible and deployable separately, with reasons; a deploy where the
+// cluster has reported nothing, or outside what it allows, is refused (409) and nothing is
+// queued; inside, it is queued, signed, and audited with the role it acted under.
+func TestStageTargetsAndDeploy(t *testing.T) {
+	tn := newTenancy(t)
+	editor := tn.tokens[targeting.Editor]
+	targets := func() map[string]targeting.Target {
+		var out struct{ Targets []targeting.Target }
+		if code := tn.do("GET", acme+"/projects/shop/stages/prod/targets", tn.tokens[targeting.Viewer], nil, &out); code != 200 {
+			t.Fatalf("targets: %d", code)
+		}
+		m := map[string]targeting.Target{}
+		for _, x := range out.Targets {
+			m[x.Namespace] = x
+		}
+		return m
+	}
+	deploy := func(ns string) (int, string) {
+		var e protocol.Error
+		code := tn.do("POST", acme+"/projects/shop/stages/prod/deploy", editor, controlplane.StageDeploy{Environment: tn.env.ID, Namespace: ns, Manifests: []json.RawMessage{deployManifest}}, &e)
+		return code, e.Error
+	}
+	// Not reported yet: eligible, not deployable.
+	if tg := targets(); !tg["web"].Eligible || tg["web"].Deployable || tg["db"].Eligible || !strings.Contains(tg["db"].Reasons[0], "lack tier=web") {
+		t.Errorf("before a report: %+v", tg)
+	}
+	if code, msg := deploy("web"); code != 409 || !strings.Contains(msg, "has not reported") {
+		t.Errorf("deploy before a report: %d %s", code, msg)
+	}
+	// The cluster allows db only: web is eligible but refused by the cluster.
+	tn.heartbeat(t, &protocol.Limits{Namespaces: []string{"db"}})
+	if tg := targets(); !tg["web"].Eligible || tg["web"].Deployable || !strings.Contains(strings.Join(tg["web"].Reasons, ";"), "refused by the cluster") {
+		t.Errorf("web outside the cluster's limit: %+v", tg["web"])
+	}
+	if code, msg := deploy("web"); code != 409 || !strings.Contains(msg, "refused by the cluster") {
+		t.Errorf("deploy outside the cluster's limit: %d %s", code, msg)
+	}
+	if code, msg := deploy("db"); code != 409 || !strings.Contains(msg, "lack tier=web") {
+		t.Errorf("deploy to a namespace target the stage does not select: %d %s", code, msg)
+	}
+	if code, msg := deploy("kube-system"); code != 409 || !strings.Contains(msg, "no namespace target kube-system") {
+		t.Errorf("deploy to kube-system: %d %s", code, msg)
+	}
+	var v controlplane.EnvironmentView
+	tn.do("GET", "/admin/environments/"+tn.env.ID, admin, nil, &v)
+	if len(v.Commands) != 0 {
+		t.Fatalf("refused deploys queued %d commands", len(v.Commands))
+	}
+	// Allowed: queued.
+	tn.heartbeat(t, &protocol.Limits{Namespaces: []string{"web"}, ImageRepositories: []string{"registry.example.com/nexo/proxy"}})
+	if code, msg := deploy("web"); code != 201 {
+		t.Fatalf("deploy: %d %s", code, msg)
+	}
+	// A rollout to an image repository the cluster does not allow.
+	var e protocol.Error
+	if code := tn.do("POST", acme+"/projects/shop/stages/prod/rollout", editor, controlplane.StageRollout{Environment: tn.env.ID, Image: "evil.example.com/miner:1"}, &e); code != 409 || !strings.Contains(e.Error, "refused by the cluster") {
+		t.Errorf("rollout to a disallowed repository: %d %s", code, e.Error)
+	}
+	var page controlplane.AuditPage
+	tn.do("GET", acme+"/audit?action=deploy", tn.tokens[targeting.TenantAdmin], nil, &page)
+	var got []string
+	for _, r := range page.Records {
+		got = append(got, r.Decision+" "+r.Role+" "+r.Target)
+	}
+	if len(got) != 5 || got[4] != "allowed editor "+tn.env.ID+"/web" || page.Records[4].CommandID == "" || page.Records[1].Decision != controlplane.Refused {
+		t.Errorf("deploy audit: %v", got)
+	}
+}
+
+// Bad input: each a clear refusal, nothing written.
+func TestTenancyRefusals(t *testing.T) {
+	tn := newTenancy(t)
+	alice := tn.tokens[targeting.TenantAdmin]
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		code               int
+		want               string
+	}{
+		{"unknown principal", "POST", acme + "/role-bindings", map[string]string{"principal": "nobody", "role": "editor", "project": "shop"}, 404, "no principal nobody"},
+		{"unknown role", "POST", acme + "/role-bindings", map[string]string{"principal": "carol", "role": "owner", "project": "shop"}, 400, `unknown role "owner"`},
+		{"tenant admin in a project", "POST", acme + "/role-bindings", map[string]string{"principal": "carol", "role": "tenant-admin", "project": "shop"}, 400, "tenant-wide"},
+		{"selector with an expression", "PUT", acme + "/projects/shop/stages/canary", controlplane.StageSpec{Environments: map[string]string{"env in (prod,staging)": "x"}, Namespaces: map[string]string{"tier": "web"}}, 400, "not expressions"},
+		{"empty selector", "PUT", acme + "/projects/shop/stages/canary", controlplane.StageSpec{Environments: map[string]string{}, Namespaces: map[string]string{"tier": "web"}}, 400, "matches nothing"},
+		{"stage of an unknown project", "PUT", acme + "/projects/nope/stages/prod", controlplane.StageSpec{Environments: map[string]string{"a": "b"}, Namespaces: map[string]string{"a": "b"}}, 404, "no project nope"},
+		{"another tenant's environment", "PUT", "/admin/tenants/globex/environments/" + "ENV" + "/namespace-targets/web", map[string]any{"labels": map[string]string{"tier": "web"}}, 404, "no environment"},
+		{"labels by a non-admin", "PUT", acme + "/environments/ENV/labels", map[string]any{"labels": map[string]string{"env": "production"}}, 403, "environment.set-labels"},
+		{"unknown tenant", "POST", "/admin/tenants/nope/projects", map[string]string{"name": "x"}, 404, "no tenant nope"},
+	} {
+		tok := alice
+		if strings.Contains(tc.name, "non-admin") {
+			tok = tn.tokens[targeting.ProjectManager]
+		}
+		if strings.Contains(tc.name, "another tenant") || strings.Contains(tc.name, "unknown tenant") {
+			tok = admin
+		}
+		var e protocol.Error
+		if code := tn.do(tc.method, strings.ReplaceAll(tc.path, "ENV", tn.env.ID), tok, tc.body, &e); code != tc.code || !strings.Contains(e.Error, tc.want) {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, code, e.Error, tc.code, tc.want)
+		}
+	}
+	// Nothing half-written: the stage canary does not exist, the labels are as they were.
+	var e protocol.Error
+	if code := tn.do("GET", acme+"/projects/shop/stages/canary/targets", alice, nil, &e); code != 404 {
+		t.Errorf("the refused stage exists: %d", code)
+	}
+	var out struct{ Targets []targeting.Target }
+	tn.do("GET", acme+"/projects/shop/stages/prod/targets", alice, nil, &out)
+	if len(out.Targets) != 2 || !out.Targets[1].Eligible {
+		t.Errorf("after the refusals: %+v", out.Targets)
+	}
+}
