@@ -35,17 +35,23 @@ func NewRootCmd(out io.Writer) *cobra.Command {
 	root := &cobra.Command{Use: "controlplane", Short: "Reference Nexo Control Plane for tests and local development", SilenceUsage: true,
 		Version: buildinfo.String()}
 	root.SetVersionTemplate("nexo-controlplane {{.Version}}\n")
-	var server, adminTokenFile string
+	var server, adminTokenFile, principalTokenFile string
 	root.PersistentFlags().StringVar(&server, "server", "http://127.0.0.1:8090", "Control Plane URL (admin commands)")
 	root.PersistentFlags().StringVar(&adminTokenFile, "admin-token-file", "", "file holding the admin token")
+	root.PersistentFlags().StringVar(&principalTokenFile, "token-file", "", "file holding a principal's token (acts as that principal instead of the admin)")
 	adminCall := func(method, path string, body, outv any) error {
-		tok, err := os.ReadFile(adminTokenFile)
+		file := adminTokenFile
+		if principalTokenFile != "" {
+			file = principalTokenFile
+		}
+		tok, err := os.ReadFile(file)
 		if err != nil {
-			return fmt.Errorf("read the admin token: %w", err)
+			return fmt.Errorf("read the token (--admin-token-file or --token-file): %w", err)
 		}
 		return controlplane.AdminClient{URL: server, Token: strings.TrimSpace(string(tok))}.Do(method, path, body, outv)
 	}
 	root.AddCommand(serveCmd(), keygenCmd(out), envCmd(out, adminCall), commandCmd(out, adminCall), signingKeyCmd(out, adminCall), auditCmd(out, adminCall))
+	root.AddCommand(tenancyCmds(out, adminCall)...)
 	return root
 }
 
@@ -146,14 +152,18 @@ type caller func(method, path string, body, out any) error
 
 func envCmd(out io.Writer, call caller) *cobra.Command {
 	env := &cobra.Command{Use: "env", Short: "Register and inspect environments"}
-	var tokenOut string
+	var tokenOut, envTenant string
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Register an environment; its connect token is shown once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var e controlplane.NewEnvironment
-			if err := call("POST", "/admin/environments", map[string]string{"name": args[0]}, &e); err != nil {
+			path := "/admin/environments"
+			if envTenant != "" {
+				path = "/admin/tenants/" + envTenant + "/environments"
+			}
+			if err := call("POST", path, map[string]string{"name": args[0]}, &e); err != nil {
 				return err
 			}
 			if tokenOut != "" {
@@ -168,6 +178,7 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&tokenOut, "token-out", "", "write the token to this file (mode 0600) instead of printing it")
+	create.Flags().StringVar(&envTenant, "tenant", "", "register the environment in this tenant (a tenant admin may)")
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "Print an environment's inventory and command history as JSON",
@@ -246,6 +257,7 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 		},
 	}
 	env.AddCommand(create, show, list, rotate, install)
+	env.AddCommand(envTenancyCmds(out, call)...)
 	return env
 }
 
@@ -382,8 +394,12 @@ func auditCmd(out io.Writer, call caller) *cobra.Command {
 			if f.Limit > 0 {
 				q.Set("limit", strconv.Itoa(f.Limit))
 			}
+			path := "/admin/audit?"
+			if f.Tenant != "" {
+				path = "/admin/tenants/" + f.Tenant + "/audit?" // a tenant admin may read it
+			}
 			var page controlplane.AuditPage
-			if err := call("GET", "/admin/audit?"+q.Encode(), nil, &page); err != nil {
+			if err := call("GET", path+q.Encode(), nil, &page); err != nil {
 				return err
 			}
 			if asJSON {
@@ -407,7 +423,8 @@ func auditCmd(out io.Writer, call caller) *cobra.Command {
 		},
 	}
 	fl := list.Flags()
-	fl.StringVar(&f.Actor, "actor", "", "only this actor (admin, manager:ENV, unknown)")
+	fl.StringVar(&f.Tenant, "tenant", "", "only this tenant's records (a tenant admin reads them with its own --token-file)")
+	fl.StringVar(&f.Actor, "actor", "", "only this actor (admin, principal:TENANT/NAME, manager:ENV, unknown)")
 	fl.StringVar(&f.Action, "action", "", "only this action (environment.create, command.queue, command.deliver, command.ack, ...)")
 	fl.StringVar(&f.Target, "target", "", "only this target (an environment id, a key id)")
 	fl.StringVar(&f.Decision, "decision", "", "only allowed or refused")

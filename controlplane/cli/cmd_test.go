@@ -117,3 +117,95 @@ func TestServeRefusesPlainHTTPOffLoopback(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The tenancy commands, as a platform admin and then as a tenant admin with its own token:
+// tenant, principals and roles, project, environment with labels and namespace targets, a stage
+// and its targets; a deploy the cluster has not allowed is refused with the reason; a viewer may
+// not change a stage; the tenant admin reads the tenant's audit.
+func TestTenancyCommands(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	_ = os.WriteFile(p("admin"), []byte("admin-secret\n"), 0o600)
+	if _, err := runCLI(t, context.Background(), "keygen", "--out", p("cp.key")); err != nil {
+		t.Fatal(err)
+	}
+	port, _ := testcluster.FreePort()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := runCLI(t, ctx, "serve", "--db", p("cp.db"), "--listen", addr, "--signing-key", p("cp.key"), "--admin-token-file", p("admin"))
+		done <- err
+	}()
+	defer func() { cancel(); <-done }()
+	server := "http://" + addr
+	for i := 0; i < 100; i++ {
+		if _, err := http.Get(server + "/"); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	as := func(token string, args ...string) (string, error) {
+		flag := []string{"--server", server, "--admin-token-file", p("admin")}
+		if token != "" {
+			flag = append(flag, "--token-file", p(token))
+		}
+		return runCLI(t, context.Background(), append(flag, args...)...)
+	}
+	for _, step := range [][]string{
+		{"", "tenant", "create", "acme"},
+		{"", "principal", "create", "alice", "--tenant", "acme", "--token-out", p("alice")},
+		{"", "principal", "bind", "alice", "--tenant", "acme", "--role", "tenant-admin"},
+		{"alice", "project", "create", "shop", "--tenant", "acme"},
+		{"alice", "principal", "create", "dave", "--tenant", "acme", "--token-out", p("dave")},
+		{"alice", "principal", "bind", "dave", "--tenant", "acme", "--role", "viewer", "--project", "shop"},
+		{"alice", "env", "create", "eu", "--tenant", "acme", "--token-out", p("eu-token")},
+	} {
+		if out, err := as(step[0], step[1:]...); err != nil {
+			t.Fatalf("%v: %v\n%s", step[1:], err, out)
+		}
+	}
+	out, _ := as("alice", "audit", "list", "--tenant", "acme", "--action", "environment.manage")
+	envID := ""
+	for _, f := range strings.Fields(out) {
+		if len(f) == 12 {
+			envID = f
+		}
+	}
+	if envID == "" {
+		t.Fatalf("no environment in the tenant's audit:\n%s", out)
+	}
+	for _, step := range [][]string{
+		{"env", "label", envID, "env=production,team=payments", "region=eu-west", "--tenant", "acme"},
+		{"env", "target", envID, "web", "tier=web", "--tenant", "acme"},
+		{"stage", "set", "prod", "--tenant", "acme", "--project", "shop", "--environments", "env=production,team=payments", "--namespaces", "tier=web"},
+	} {
+		if out, err := as("alice", step...); err != nil {
+			t.Fatalf("%v: %v\n%s", step, err, out)
+		}
+	}
+	out, err := as("dave", "stage", "targets", "prod", "--tenant", "acme", "--project", "shop")
+	if err != nil || !strings.Contains(out, envID+"  web        true      false") || !strings.Contains(out, "has not reported") {
+		t.Errorf("stage targets as a viewer: %v\n%s", err, out)
+	}
+	_ = os.WriteFile(p("m.yaml"), []byte("apiVersion: nexo.io/v1alpha1\nkind: NexoRateLimit\nmetadata: {name: rl, namespace: web}\nspec: {operationsPerSecond: 5}\n"), 0o644)
+	if _, err := as("alice", "stage", "deploy", "prod", "--tenant", "acme", "--project", "shop", "--env", envID, "--namespace", "web", "-f", p("m.yaml")); err == nil || !strings.Contains(err.Error(), "has not reported") {
+		t.Errorf("deploy before the cluster reported its limits: %v", err)
+	}
+	if _, err := as("dave", "stage", "set", "prod", "--tenant", "acme", "--project", "shop", "--environments", "env=staging", "--namespaces", "tier=web"); err == nil || !strings.Contains(err.Error(), "may not stage.set") {
+		t.Errorf("a viewer set a stage: %v", err)
+	}
+	if _, err := as("alice", "stage", "set", "prod", "--tenant", "acme", "--project", "shop", "--environments", "env in (a,b)", "--namespaces", "tier=web"); err == nil || !strings.Contains(err.Error(), "not key=value") {
+		t.Errorf("an expression selector: %v", err)
+	}
+	out, err = as("alice", "audit", "list", "--tenant", "acme", "--decision", "refused")
+	if err != nil || !strings.Contains(out, "principal:acme/dave") || !strings.Contains(out, "stage.set") || !strings.Contains(out, "deploy") {
+		t.Errorf("the tenant's refusals: %v\n%s", err, out)
+	}
+	for _, secret := range []string{"alice", "dave"} {
+		tok, _ := os.ReadFile(p(secret))
+		if strings.Contains(out, string(tok)) {
+			t.Errorf("the audit shows %s's token", secret)
+		}
+	}
+}

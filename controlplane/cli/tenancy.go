@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nexo-io/nexo-edge/contract/manifest"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/controlplane/targeting"
+)
+
+// pairs parses key=value arguments into labels; an argument without "=" is refused (selectors
+// and labels are exact pairs, not expressions).
+func pairs(args []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, a := range args {
+		for _, p := range strings.Split(a, ",") {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("%q is not key=value (labels and selectors are exact pairs, not expressions)", p)
+			}
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// writeSecret writes a token to file (0600), or prints it when file is empty.
+func writeSecret(out io.Writer, what, token, file string) error {
+	if file == "" {
+		fmt.Fprintf(out, "%s (only shown this once):\n%s\n", what, token)
+		return nil
+	}
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s written to %s (only shown this once)\n", what, file)
+	return nil
+}
+
+// tenancyCmds are the tenancy commands (docs/controlplane.md, "Targeting").
+func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
+	var tenant, project, tokenOut string
+	tenantFlag := func(c *cobra.Command) {
+		c.Flags().StringVar(&tenant, "tenant", "", "the tenant")
+		_ = c.MarkFlagRequired("tenant")
+	}
+	projectFlag := func(c *cobra.Command) {
+		tenantFlag(c)
+		c.Flags().StringVar(&project, "project", "", "the project")
+		_ = c.MarkFlagRequired("project")
+	}
+	base := func() string { return "/admin/tenants/" + tenant }
+
+	tenantCmd := &cobra.Command{Use: "tenant", Short: "Tenants (the admin token)"}
+	tenantCmd.AddCommand(&cobra.Command{
+		Use: "create NAME", Short: "Create a tenant", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := call("POST", "/admin/tenants", map[string]string{"name": args[0]}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "tenant %s created\n", args[0])
+			return nil
+		},
+	})
+
+	principal := &cobra.Command{Use: "principal", Short: "Principals: people and pipelines with their own API tokens"}
+	pcreate := &cobra.Command{
+		Use: "create NAME --tenant T [--token-out FILE]", Short: "Create a principal; its token is shown once", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var p controlplane.NewPrincipal
+			if err := call("POST", base()+"/principals", map[string]string{"name": args[0]}, &p); err != nil {
+				return err
+			}
+			return writeSecret(out, fmt.Sprintf("principal %s/%s; its token", tenant, p.Name), p.Token, tokenOut)
+		},
+	}
+	tenantFlag(pcreate)
+	pcreate.Flags().StringVar(&tokenOut, "token-out", "", "write the token to this file (mode 0600) instead of printing it")
+	var role, bindProject string
+	bind := &cobra.Command{
+		Use: "bind NAME --tenant T --role ROLE [--project P]", Short: "Bind a principal to a role: tenant-admin (tenant-wide), or project-manager, editor or viewer in a project",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := call("POST", base()+"/role-bindings", map[string]string{"principal": args[0], "role": role, "project": bindProject}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s/%s is %s in %s\n", tenant, args[0], role, orTenant(bindProject))
+			return nil
+		},
+	}
+	tenantFlag(bind)
+	bind.Flags().StringVar(&role, "role", "", fmt.Sprintf("one of %v", targeting.Roles))
+	bind.Flags().StringVar(&bindProject, "project", "", "the project (not for tenant-admin)")
+	_ = bind.MarkFlagRequired("role")
+	principal.AddCommand(pcreate, bind)
+
+	projectCmd := &cobra.Command{Use: "project", Short: "Projects of a tenant"}
+	pc := &cobra.Command{
+		Use: "create NAME --tenant T", Short: "Create a project", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := call("POST", base()+"/projects", map[string]string{"name": args[0]}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "project %s/%s created\n", tenant, args[0])
+			return nil
+		},
+	}
+	tenantFlag(pc)
+	projectCmd.AddCommand(pc)
+
+	stage := &cobra.Command{Use: "stage", Short: "A project's stages: where they deploy, and deploying through them"}
+	var envSel, nsSel []string
+	set := &cobra.Command{
+		Use: "set NAME --tenant T --project P --environments k=v[,k=v] --namespaces k=v[,k=v]", Short: "Create or replace a stage's selectors (exact labels)",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			envs, err := pairs(envSel)
+			if err != nil {
+				return err
+			}
+			nss, err := pairs(nsSel)
+			if err != nil {
+				return err
+			}
+			if err := call("PUT", base()+"/projects/"+project+"/stages/"+args[0], controlplane.StageSpec{Environments: envs, Namespaces: nss}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "stage %s/%s/%s selects environments %s and namespace targets %s\n", tenant, project, args[0], targeting.Selector(envs), targeting.Selector(nss))
+			return nil
+		},
+	}
+	projectFlag(set)
+	set.Flags().StringSliceVar(&envSel, "environments", nil, "the environment selector, key=value pairs")
+	set.Flags().StringSliceVar(&nsSel, "namespaces", nil, "the namespace-target selector, key=value pairs")
+	targetsCmd := &cobra.Command{
+		Use: "targets NAME --tenant T --project P", Short: "Every environment and namespace target: eligible, deployable, and why not", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var res struct{ Targets []targeting.Target }
+			if err := call("GET", base()+"/projects/"+project+"/stages/"+args[0]+"/targets", nil, &res); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ENVIRONMENT\tNAMESPACE\tELIGIBLE\tDEPLOYABLE\tWHY NOT")
+			for _, t := range res.Targets {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\n", t.Environment, orDash(t.Namespace), t.Eligible, t.Deployable, orDash(strings.Join(t.Reasons, "; ")))
+			}
+			return tw.Flush()
+		},
+	}
+	projectFlag(targetsCmd)
+	var env, ns, file, image, proxy string
+	deploy := &cobra.Command{
+		Use: "deploy NAME --tenant T --project P --env ENV --namespace NS -f FILE", Short: "Deploy nexo.io manifests through the stage", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			objs, err := manifest.Load(file, os.Stdin)
+			if err != nil {
+				return err
+			}
+			req := controlplane.StageDeploy{Environment: env, Namespace: ns}
+			for _, o := range objs {
+				j, err := o.MarshalJSON()
+				if err != nil {
+					return err
+				}
+				req.Manifests = append(req.Manifests, j)
+			}
+			var r map[string]string
+			if err := call("POST", base()+"/projects/"+project+"/stages/"+args[0]+"/deploy", req, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "command %s queued for %s/%s\n", r["id"], env, ns)
+			return nil
+		},
+	}
+	projectFlag(deploy)
+	deploy.Flags().StringVar(&env, "env", "", "the environment")
+	deploy.Flags().StringVar(&ns, "namespace", "", "the namespace target")
+	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests: a file or folder, - for stdin")
+	rollout := &cobra.Command{
+		Use: "rollout NAME --tenant T --project P --env ENV --image IMAGE", Short: "Roll out a proxy image through the stage", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var r map[string]string
+			if err := call("POST", base()+"/projects/"+project+"/stages/"+args[0]+"/rollout", controlplane.StageRollout{Environment: env, Image: image}, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "command %s queued for %s\n", r["id"], env)
+			return nil
+		},
+	}
+	projectFlag(rollout)
+	rollout.Flags().StringVar(&env, "env", "", "the environment")
+	rollout.Flags().StringVar(&image, "image", "", "the proxy image")
+	uninstall := &cobra.Command{
+		Use: "uninstall NAME --tenant T --project P --env ENV --proxy NS/NAME", Short: "Delete one Manager-owned NexoProxy through the stage", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			pns, pname, ok := strings.Cut(proxy, "/")
+			if !ok {
+				return fmt.Errorf("--proxy must be namespace/name, got %q", proxy)
+			}
+			var r map[string]string
+			if err := call("POST", base()+"/projects/"+project+"/stages/"+args[0]+"/uninstall", controlplane.StageUninstall{Environment: env, Namespace: pns, Name: pname}, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "command %s queued for %s\n", r["id"], env)
+			return nil
+		},
+	}
+	projectFlag(uninstall)
+	uninstall.Flags().StringVar(&env, "env", "", "the environment")
+	uninstall.Flags().StringVar(&proxy, "proxy", "", "namespace/name")
+	stage.AddCommand(set, targetsCmd, deploy, rollout, uninstall)
+	return []*cobra.Command{tenantCmd, principal, projectCmd, stage}
+}
+
+// envTenancyCmds are env label and env target, added to env.
+func envTenancyCmds(out io.Writer, call caller) []*cobra.Command {
+	var tenant string
+	label := &cobra.Command{
+		Use: "label ENV k=v... --tenant T", Short: "Set an environment's labels (a tenant admin; replaces them all)", Args: cobra.MinimumNArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			labels, err := pairs(args[1:])
+			if err != nil {
+				return err
+			}
+			if err := call("PUT", "/admin/tenants/"+tenant+"/environments/"+args[0]+"/labels", map[string]any{"labels": labels}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "environment %s labelled %s\n", args[0], targeting.Selector(labels))
+			return nil
+		},
+	}
+	target := &cobra.Command{
+		Use: "target ENV NAMESPACE k=v... --tenant T", Short: "Add or relabel a namespace target of an environment (a tenant admin)", Args: cobra.MinimumNArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			labels, err := pairs(args[2:])
+			if err != nil {
+				return err
+			}
+			if err := call("PUT", "/admin/tenants/"+tenant+"/environments/"+args[0]+"/namespace-targets/"+args[1], map[string]any{"labels": labels}, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "namespace target %s/%s labelled %s\n", args[0], args[1], targeting.Selector(labels))
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{label, target} {
+		c.Flags().StringVar(&tenant, "tenant", "", "the tenant")
+		_ = c.MarkFlagRequired("tenant")
+	}
+	return []*cobra.Command{label, target}
+}
+
+func orTenant(project string) string {
+	if project == "" {
+		return "the tenant"
+	}
+	return "project " + project
+}
