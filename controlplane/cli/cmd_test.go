@@ -27,8 +27,11 @@ func runCLI(t *testing.T, ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestServeRegisterDeploy(t *testing.T) {
-	dir := t.TempDir()
+// serve runs controlplane serve on a free loopback port with a new key, the admin token
+// admin-secret (file dir/admin) and the database dir/cp.db, until the test ends; it returns the
+// URL once the server answers.
+func serve(t *testing.T, dir string, extra ...string) string {
+	t.Helper()
 	p := func(n string) string { return filepath.Join(dir, n) }
 	_ = os.WriteFile(p("admin"), []byte("admin-secret\n"), 0o600)
 	if _, err := runCLI(t, context.Background(), "keygen", "--out", p("cp.key")); err != nil {
@@ -39,10 +42,10 @@ func TestServeRegisterDeploy(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := runCLI(t, ctx, "serve", "--db", p("cp.db"), "--listen", addr, "--signing-key", p("cp.key"), "--admin-token-file", p("admin"), "--heartbeat-interval", "5s")
+		_, err := runCLI(t, ctx, append([]string{"serve", "--db", p("cp.db"), "--listen", addr, "--signing-key", p("cp.key"), "--admin-token-file", p("admin")}, extra...)...)
 		done <- err
 	}()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	server := "http://" + addr
 	for i := 0; i < 100; i++ {
 		if _, err := http.Get(server + "/"); err == nil {
@@ -50,6 +53,13 @@ func TestServeRegisterDeploy(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return server
+}
+
+func TestServeRegisterDeploy(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	server := serve(t, dir, "--heartbeat-interval", "5s")
 	common := []string{"--server", server, "--admin-token-file", p("admin")}
 	out, err := runCLI(t, context.Background(), append(common, "env", "create", "demo", "--token-out", p("token"))...)
 	if err != nil || !strings.Contains(out, "only shown this once") {
@@ -125,26 +135,7 @@ func TestServeRefusesPlainHTTPOffLoopback(t *testing.T) {
 func TestTenancyCommands(t *testing.T) {
 	dir := t.TempDir()
 	p := func(n string) string { return filepath.Join(dir, n) }
-	_ = os.WriteFile(p("admin"), []byte("admin-secret\n"), 0o600)
-	if _, err := runCLI(t, context.Background(), "keygen", "--out", p("cp.key")); err != nil {
-		t.Fatal(err)
-	}
-	port, _ := testcluster.FreePort()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := runCLI(t, ctx, "serve", "--db", p("cp.db"), "--listen", addr, "--signing-key", p("cp.key"), "--admin-token-file", p("admin"))
-		done <- err
-	}()
-	defer func() { cancel(); <-done }()
-	server := "http://" + addr
-	for i := 0; i < 100; i++ {
-		if _, err := http.Get(server + "/"); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	server := serve(t, dir)
 	as := func(token string, args ...string) (string, error) {
 		flag := []string{"--server", server, "--admin-token-file", p("admin")}
 		if token != "" {
