@@ -228,9 +228,7 @@ func (s *Store) TenantEnvironments(ctx context.Context, tenant string) ([]target
 			rows.Close()
 			return nil, fmt.Errorf("environment %s labels: %w", id, err)
 		}
-		if limits := reportedLimits(hb); limits != nil {
-			e.Reported, e.ClusterAllows = true, limits.Namespaces
-		}
+		e.Limits = reportedLimits(hb)
 		index[id] = len(out)
 		out = append(out, e)
 	}

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
@@ -505,7 +504,7 @@ func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ c
 	if !decode(w, r, &req) {
 		return
 	}
-	repo, err := imageRepository(req.Image)
+	repo, err := protocol.ImageRepository(req.Image)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "image %q: %v", req.Image, err)
 		return
@@ -524,7 +523,7 @@ func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ c
 	case limits == nil:
 		writeError(w, http.StatusConflict, "environment %s is eligible, but its cluster has not reported which image repositories a rollout may set", env.ID)
 		return
-	case !slices.Contains(limits.ImageRepositories, repo):
+	case !limits.AllowsImage(req.Image):
 		writeError(w, http.StatusConflict, "eligible, refused by the cluster: %s is not among the image repositories environment %s allows (%s)", repo, env.ID, strings.Join(limits.ImageRepositories, ", "))
 		return
 	}
@@ -554,16 +553,6 @@ func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _
 		return
 	}
 	s.queue(w, r, env, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: req.Namespace, Name: req.Name}})
-}
-
-// imageRepository is an image reference's repository without tag or digest
-// (registry.example.com/nexo/proxy for registry.example.com/nexo/proxy:0.2.1).
-func imageRepository(image string) (string, error) {
-	ref, err := name.ParseReference(image)
-	if err != nil {
-		return "", err
-	}
-	return ref.Context().Name(), nil
 }
 
 // registerEnvironment creates an environment and its connect token.

@@ -56,6 +56,12 @@ type Config struct {
 	// deploys into: the target namespaces of an OLM OperatorGroup (olm.targetNamespaces), where
 	// OLM grants it rights. Empty: every namespace (its rights are cluster-wide).
 	WatchNamespaces []string
+	// Limits are the cluster's own limits (docs/security.md, "The cluster's own limit"), set by
+	// the cluster admin: the only namespaces the Manager deploys into, rolls out in or deletes
+	// from, and the only image repositories a rollout or a deployed NexoProxy's proxyImage may
+	// name ("*" allows all). Empty allows nothing. Reported in every heartbeat; no command from
+	// the Control Plane can widen them.
+	Limits protocol.Limits
 	// AllowAdoption is the migration gate: with it, a deploy may take over an existing object
 	// that carries wire.AdoptAnnotation="true"; without it, any object without the owner label is refused.
 	AllowAdoption bool

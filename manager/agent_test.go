@@ -220,6 +220,7 @@ func newAgent(t *testing.T, opts ...func(*manager.Config)) *manager.Agent {
 		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
 		}, Version: "0.2.0", AckAttempts: 2, Log: log,
+		Limits:     protocol.Limits{Namespaces: []string{"shop"}, ImageRepositories: []string{"registry.example.com/nexo/proxy"}},
 		HTTPClient: &http.Client{Timeout: 500 * time.Millisecond}}
 	for _, o := range opts {
 		o(&cfg)
@@ -615,5 +616,53 @@ func TestManagerLogsNeverContainTheToken(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), token) {
 		t.Fatal("the Manager logged the connect token")
+	}
+}
+
+// The cluster's own limit: a deploy into a namespace outside it, a rollout to an image
+// repository outside it and an uninstall outside it are refused before anything is written,
+// acknowledged failed with where the limit is set; the heartbeat reports the limit. The Control
+// Plane signed every command: its signature does not widen the limit.
+func TestClusterLimitRefusesBeforeWriting(t *testing.T) {
+	ctx := context.Background()
+	a := newAgent(t)
+	outside := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"beyond","namespace":"kube-system"},"spec":{"operationsPerSecond":3}}`)
+	deployID := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"kube-system"}, Manifests: []json.RawMessage{outside}})
+	badImage := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoProxy","metadata":{"name":"miner","namespace":"shop"},"spec":{"pipelineRef":{"name":"p"},"profileRef":{"name":"p"},"licenseRef":{"name":"l"},"upstream":{"name":"u","address":"m:27017"},"proxyImage":"evil.example.com/miner:1"}}`)
+	imageID := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{badImage}})
+	rollID := enqueue(t, protocol.Command{Type: protocol.Rollout, Image: "evil.example.com/miner:1"})
+	uninstID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "kube-system", Name: "x"}})
+	round(t, a)
+	for id, want := range map[string]string{
+		deployID: "namespace kube-system is outside this cluster's deploy limit (shop)",
+		imageID:  "image evil.example.com/miner:1 is outside this cluster's image repositories (registry.example.com/nexo/proxy)",
+		rollID:   "image evil.example.com/miner:1 is outside this cluster's image repositories",
+		uninstID: "namespace kube-system is outside this cluster's deploy limit",
+	} {
+		if c := commandStatus(t, id); c.Status != protocol.Failed || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "chart values manager.deployNamespaces") {
+			t.Errorf("%s: %+v, want %q and where the limit is set", id, c, want)
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "beyond"}, &nexov1alpha1.NexoRateLimit{}); err == nil {
+		t.Error("a deploy outside the limit was written")
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "miner"}, &nexov1alpha1.NexoProxy{}); err == nil {
+		t.Error("a proxy with an image outside the limit was written")
+	}
+	var v controlplane.EnvironmentView
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
+	if l := v.Inventory.Limits; l == nil || strings.Join(l.Namespaces, ",") != "shop" || strings.Join(l.ImageRepositories, ",") != "registry.example.com/nexo/proxy" {
+		t.Errorf("the heartbeat reports limits %+v", l)
+	}
+	// Empty allows nothing, and is reported as such (not as "not reported").
+	none := newAgent(t, func(c *manager.Config) { c.Limits = protocol.Limits{} })
+	emptyID := enqueue(t, protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: sampleManifests(t)[:1]})
+	round(t, none)
+	if c := commandStatus(t, emptyID); c.Status != protocol.Failed || !strings.Contains(c.Message, "deploy limit (none)") {
+		t.Errorf("deploy with no limit set: %+v", c)
+	}
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
+	if l := v.Inventory.Limits; l == nil || len(l.Namespaces) != 0 {
+		t.Errorf("an empty limit is reported as %+v", l)
 	}
 }

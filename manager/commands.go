@@ -74,6 +74,12 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 		if w := a.cfg.WatchNamespaces; len(w) > 0 && !slices.Contains(w, u.GetNamespace()) {
 			return failed("%s: this installation serves only %s (its OperatorGroup's target namespaces, --watch-namespaces); nothing was applied", where, strings.Join(w, ", "))
 		}
+		if !a.cfg.Limits.AllowsNamespace(u.GetNamespace()) {
+			return failed("%s: namespace %s is outside this cluster's deploy limit (%s); %s; nothing was applied", where, u.GetNamespace(), limitList(a.cfg.Limits.Namespaces), LimitsSetIn)
+		}
+		if img, _, _ := unstructured.NestedString(u.Object, "spec", "proxyImage"); img != "" && !a.cfg.Limits.AllowsImage(img) {
+			return failed("%s: image %s is outside this cluster's image repositories (%s); %s; nothing was applied", where, img, limitList(a.cfg.Limits.ImageRepositories), LimitsSetIn)
+		}
 		signed, err := signature.Verify(u, trusted, audience)
 		if err != nil {
 			return failed("%s: %v; nothing was applied", where, err)
@@ -136,6 +142,9 @@ func existingRevision(u *unstructured.Unstructured) int64 {
 // proxies come re-signed with the command and are applied like a deploy (owned ones only); the
 // image is set directly only on proxies that are not Control-Plane signed.
 func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	if !a.cfg.Limits.AllowsImage(cmd.Image) {
+		return failed("image %s is outside this cluster's image repositories (%s); %s; nothing was changed", cmd.Image, limitList(a.cfg.Limits.ImageRepositories), LimitsSetIn)
+	}
 	resigned := map[string]bool{}
 	if len(cmd.Manifests) > 0 {
 		if ack := a.deploy(ctx, protocol.Command{Namespaces: cmd.Namespaces, Manifests: cmd.Manifests}); ack.Status != protocol.Applied {
@@ -152,10 +161,14 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 	if err != nil {
 		return failed("list owned proxies: %v", err)
 	}
-	var changed []string
+	var changed, outside []string
 	for i := range proxies {
 		p := &proxies[i]
 		if cmd.Proxy != nil && (p.Namespace != cmd.Proxy.Namespace || p.Name != cmd.Proxy.Name) {
+			continue
+		}
+		if !a.cfg.Limits.AllowsNamespace(p.Namespace) {
+			outside = append(outside, p.Namespace+"/"+p.Name)
 			continue
 		}
 		if resigned[p.Namespace+"/"+p.Name] {
@@ -180,13 +193,20 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 	}) {
 		return failed("NexoProxy %s/%s is not owned by this Manager; nothing was changed", cmd.Proxy.Namespace, cmd.Proxy.Name)
 	}
-	return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("image %s set on %d proxies", cmd.Image, len(changed))}
+	msg := fmt.Sprintf("image %s set on %d proxies", cmd.Image, len(changed))
+	if len(outside) > 0 {
+		msg += fmt.Sprintf("; left %s alone: outside this cluster's deploy limit (%s)", strings.Join(outside, ", "), LimitsSetIn)
+	}
+	return protocol.Ack{Status: protocol.Applied, Message: msg}
 }
 
 // uninstall deletes one Manager-owned NexoProxy; owner references remove its children.
 func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	if cmd.Proxy == nil {
 		return failed("uninstall needs a proxy")
+	}
+	if !a.cfg.Limits.AllowsNamespace(cmd.Proxy.Namespace) {
+		return failed("namespace %s is outside this cluster's deploy limit (%s); %s; nothing was deleted", cmd.Proxy.Namespace, limitList(a.cfg.Limits.Namespaces), LimitsSetIn)
 	}
 	p := &nexov1alpha1.NexoProxy{}
 	key := types.NamespacedName{Namespace: cmd.Proxy.Namespace, Name: cmd.Proxy.Name}
@@ -204,4 +224,14 @@ func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ac
 		return failed("delete NexoProxy %s: %v", key, err)
 	}
 	return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("deleted NexoProxy %s; garbage collection removes its children", key)}
+}
+
+// LimitsSetIn says where a cluster admin sets the Manager's limits, for every refusal.
+const LimitsSetIn = "the cluster admin sets it: chart values manager.deployNamespaces and manager.allowedImageRepositories; kustomize: ConfigMap nexo-manager-config keys deployNamespaces and imageRepositories; OLM: Subscription config.env NEXO_DEPLOY_NAMESPACES and NEXO_ALLOWED_IMAGE_REPOSITORIES"
+
+func limitList(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }

@@ -34,6 +34,9 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 			protocol.CapPipelineKinds, protocol.CapPromotionContract},
 		Deployments: []protocol.Deployment{},
 	}
+	// The cluster's own limits, as its admin set them (empty lists, never nil: "reported, allows
+	// nothing" differs from "not reported").
+	hb.Limits = &protocol.Limits{Namespaces: append([]string{}, a.cfg.Limits.Namespaces...), ImageRepositories: append([]string{}, a.cfg.Limits.ImageRepositories...)}
 	if v, err := a.discovery.ServerVersion(); err == nil {
 		hb.Cluster.KubernetesVersion = v.GitVersion
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,7 +103,8 @@ func (a *Agent) recordHeartbeat(ctx context.Context, hbErr error) {
 	if hbErr != nil {
 		result = hbErr.Error()
 	}
-	data := map[string]string{wire.StatusLastHeartbeatResult: result, wire.StatusControlPlaneReachable: boolString(hbErr == nil)}
+	data := map[string]string{wire.StatusLastHeartbeatResult: result, wire.StatusControlPlaneReachable: boolString(hbErr == nil),
+		wire.StatusDeployNamespaces: strings.Join(a.cfg.Limits.Namespaces, ","), wire.StatusImageRepositories: strings.Join(a.cfg.Limits.ImageRepositories, ",")}
 	if !last.IsZero() {
 		data[wire.StatusLastHeartbeatTime] = last.UTC().Format(time.RFC3339)
 	}

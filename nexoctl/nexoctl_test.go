@@ -254,7 +254,7 @@ func TestClusterPreflight(t *testing.T) {
 	}
 	r := report()
 	// No Manager and no connect token: installed with manager.enabled=false, not an error.
-	for _, id := range []string{"manager-available", "connect-token", "manager-heartbeat"} {
+	for _, id := range []string{"manager-available", "connect-token", "manager-heartbeat", "manager-deploy-limit"} {
 		if res := findCheck(t, r, id); res.Status != preflight.OK || !strings.Contains(res.Message, "manager.enabled=false") {
 			t.Errorf("%s without a Manager: %+v", id, res)
 		}
@@ -286,6 +286,34 @@ func TestClusterPreflight(t *testing.T) {
 	}
 	if err := k8s.Delete(ctx, op); err != nil {
 		t.Fatal(err)
+	}
+
+	// A Manager whose cluster limit is empty may deploy nowhere: a warning that says so and how
+	// to set it; with namespaces and repositories, it says which.
+	mgr := op.DeepCopy()
+	mgr.ObjectMeta = metav1.ObjectMeta{Name: "nexo-manager", Namespace: "nexo-system", Labels: map[string]string{"app.kubernetes.io/name": "nexo-manager"}}
+	status := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wire.ManagerStatusConfigMap, Namespace: "nexo-system"},
+		Data: map[string]string{wire.StatusDeployNamespaces: "", wire.StatusImageRepositories: ""}}
+	for _, o := range []client.Object{mgr, status} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.Warning || !strings.Contains(res.Message, "may deploy nowhere") ||
+		!strings.Contains(res.Hint, "--set manager.deployNamespaces=") || !strings.HasSuffix(res.Docs, "troubleshooting.md#manager-deploy-limit") {
+		t.Errorf("an empty deploy limit: %+v", res)
+	}
+	status.Data = map[string]string{wire.StatusDeployNamespaces: "shop", wire.StatusImageRepositories: "registry.example.com/nexo/proxy"}
+	if err := k8s.Update(ctx, status); err != nil {
+		t.Fatal(err)
+	}
+	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.OK || res.Message != "deploys into shop; images from registry.example.com/nexo/proxy" {
+		t.Errorf("a deploy limit: %+v", res)
+	}
+	for _, o := range []client.Object{mgr, status} {
+		if err := k8s.Delete(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// The pre-install checks as another identity (kubectl's --as): a user without rights is told

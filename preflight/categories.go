@@ -54,6 +54,7 @@ func ClusterCategories(pre bool) []Category {
 			{ID: "manager-available", Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-manager", Run: ifManagerInstalled(checkAvailable(wire.ManagerName))},
 			{ID: "connect-token", Description: "connect-token Secret is present and well-formed", Hint: "save the token the Control Plane gave you to ./connect-token, then run nexoctl install --token-file ./connect-token -n {namespace}", Run: ifManagerInstalled(checkToken)},
 			{ID: "manager-heartbeat", Description: "nexo-manager reaches the Control Plane", Hint: "kubectl -n {namespace} logs deployment/nexo-manager; check the Control Plane URL and outbound network policy", Run: ifManagerInstalled(checkManagerHeartbeat)},
+			{ID: "manager-deploy-limit", Description: "nexo-manager may deploy somewhere", Hint: "nexoctl install --token-file ./connect-token -n {namespace} --set manager.deployNamespaces={NAMESPACE,...} --set manager.allowedImageRepositories={REPOSITORY,...}", Run: ifManagerInstalled(checkDeployLimit)},
 			{ID: "images-pinned", Description: "images are pinned", Hint: "pin images by tag or, better, by digest (repository@sha256:...)", Run: checkImagesPinned},
 		}},
 	)
@@ -435,6 +436,26 @@ func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
 		return warn("no successful heartbeat yet")
 	}
 	return ok(fmt.Sprintf("last heartbeat %s ago", time.Since(last).Round(time.Second)))
+}
+
+// checkDeployLimit reads the cluster's own limit the Manager reports in its status ConfigMap:
+// empty means it refuses every deploy.
+func checkDeployLimit(ctx context.Context, e *Env) Outcome {
+	cm := &corev1.ConfigMap{}
+	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return warn("the Manager has not reported its deploy limit yet")
+		}
+		return fail(err.Error())
+	}
+	ns, repos := cm.Data[wire.StatusDeployNamespaces], cm.Data[wire.StatusImageRepositories]
+	switch {
+	case ns == "":
+		return warn("the Manager may deploy nowhere: the cluster's deploy limit is empty, so it refuses every deploy the Control Plane sends")
+	case repos == "":
+		return warn("the Manager may deploy into " + ns + " but may roll out no image: no image repository is allowed")
+	}
+	return ok("deploys into " + ns + "; images from " + repos)
 }
 
 func checkImagesPinned(ctx context.Context, e *Env) Outcome {

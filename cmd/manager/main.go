@@ -29,6 +29,7 @@ import (
 	_ "golang.org/x/crypto/x509roots/fallback"
 
 	"github.com/nexo-io/nexo-edge/contract/buildinfo"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -47,7 +48,9 @@ func main() {
 	flag.StringVar(&cfg.ProxyImage, "proxy-image", envOr("NEXO_PROXY_IMAGE", catalog.DefaultProxyImage), "configured proxy image, reported in heartbeats (default $NEXO_PROXY_IMAGE, else the image released with this build)")
 	flag.BoolVar(&cfg.AllowAdoption, "allow-adoption", false, "migration gate: adopt existing objects annotated nexo.io/adopt=true")
 	flag.StringVar(&cfg.TrustedKeysSecret, "trusted-keys-secret", wire.TrustedKeysSecret, "Secret in --namespace the Manager keeps equal to the Control Plane's advertised signing keys (its control-plane-* entries); empty disables")
-	var watch string
+	var watch, deployNamespaces, imageRepositories string
+	flag.StringVar(&deployNamespaces, "deploy-namespaces", os.Getenv("NEXO_DEPLOY_NAMESPACES"), "the cluster's deploy limit: comma-separated namespaces the Manager may deploy into, roll out in and delete from (\"*\": all); empty: none (default $NEXO_DEPLOY_NAMESPACES)")
+	flag.StringVar(&imageRepositories, "allowed-image-repositories", os.Getenv("NEXO_ALLOWED_IMAGE_REPOSITORIES"), "the cluster's image limit: comma-separated image repositories a rollout or a deployed proxyImage may name (\"*\": any); empty: none (default $NEXO_ALLOWED_IMAGE_REPOSITORIES)")
 	flag.StringVar(&watch, "watch-namespaces", os.Getenv(wire.WatchNamespacesEnv), "comma-separated namespaces the Manager lists its proxies in and deploys into (OLM sets WATCH_NAMESPACES from the OperatorGroup's target namespaces); empty: all")
 	flag.StringVar(&keysDir, "trusted-keys-dir", "/var/run/nexo/trusted-keys", "folder of Control Plane public keys (the mounted trusted-keys Secret)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -65,6 +68,7 @@ func main() {
 		return
 	}
 	cfg.WatchNamespaces = wire.SplitNamespaces(watch)
+	cfg.Limits = protocol.Limits{Namespaces: wire.SplitNamespaces(deployNamespaces), ImageRepositories: wire.SplitNamespaces(imageRepositories)}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("manager")
 	if err := cfg.Validate(); err != nil {

@@ -56,6 +56,11 @@ const (
 	StatusLastHeartbeatResult   = "lastHeartbeatResult"
 	StatusControlPlaneReachable = "controlPlaneReachable" // "true" or "false"
 	StatusLastCommand           = "lastCommand"
+	// StatusDeployNamespaces and StatusImageRepositories are the cluster's own limit the Manager
+	// enforces (comma-separated; empty: none), so nexoctl preflight can say when it may deploy
+	// nowhere.
+	StatusDeployNamespaces  = "deployNamespaces"
+	StatusImageRepositories = "imageRepositories"
 )
 
 // Leader election.

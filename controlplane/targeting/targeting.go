@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 )
 
 // Role is what a principal may be bound as, in a tenant (tenant admin) or a project.
@@ -135,15 +137,12 @@ type Stage struct {
 }
 
 // Environment is what eligibility reads of an environment: its tenant, the labels a tenant admin
-// set, its namespace targets, and the namespaces its cluster allows its Manager to deploy into,
-// as last reported (Reported false: never reported).
+// set, its namespace targets, and its cluster's own limits as last reported (nil: never).
 type Environment struct {
 	ID, Tenant string
 	Labels     map[string]string
 	Targets    []NamespaceTarget
-	// ClusterAllows are the namespaces the cluster's own limit allows (docs/security.md).
-	ClusterAllows []string
-	Reported      bool
+	Limits     *protocol.Limits
 }
 
 // NamespaceTarget is a namespace of an environment that stages may deploy to, with its labels.
@@ -194,9 +193,9 @@ func Targets(tenant string, stage Stage, envs []Environment) []Target {
 			default:
 				t.Eligible = true
 				switch {
-				case !e.Reported:
+				case e.Limits == nil:
 					t.Reasons = append(t.Reasons, "eligible, but the cluster has not reported which namespaces it allows")
-				case !slices.Contains(e.ClusterAllows, nt.Namespace):
+				case !e.Limits.AllowsNamespace(nt.Namespace):
 					t.Reasons = append(t.Reasons, "eligible, refused by the cluster: "+nt.Namespace+" is not among the namespaces its Manager may deploy into")
 				default:
 					t.Deployable = true

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 )
 
 // The capability table, every role × every action: what docs/controlplane.md states.
@@ -82,12 +84,12 @@ func TestSelectorsAreExactLabels(t *testing.T) {
 func TestTargets(t *testing.T) {
 	stage := Stage{Project: "shop", Name: "prod", Environments: Selector{"env": "production", "team": "payments"}, NamespaceTargets: Selector{"tier": "web"}}
 	envs := []Environment{
-		{ID: "eu", Tenant: "acme", Labels: map[string]string{"env": "production", "team": "payments", "region": "eu-west"}, Reported: true, ClusterAllows: []string{"web-a"},
+		{ID: "eu", Tenant: "acme", Labels: map[string]string{"env": "production", "team": "payments", "region": "eu-west"}, Limits: &protocol.Limits{Namespaces: []string{"web-a"}},
 			Targets: []NamespaceTarget{{"web-a", map[string]string{"tier": "web"}}, {"web-b", map[string]string{"tier": "web"}}, {"db", map[string]string{"tier": "data"}}}},
 		{ID: "staging", Tenant: "acme", Labels: map[string]string{"env": "staging", "team": "payments"}, Targets: []NamespaceTarget{{"web", map[string]string{"tier": "web"}}}},
 		{ID: "new", Tenant: "acme", Labels: map[string]string{"env": "production", "team": "payments"}, Targets: []NamespaceTarget{{"web", map[string]string{"tier": "web"}}}},
 		{ID: "bare", Tenant: "acme", Labels: map[string]string{"env": "production", "team": "payments"}},
-		{ID: "theirs", Tenant: "globex", Labels: map[string]string{"env": "production", "team": "payments"}, Reported: true, ClusterAllows: []string{"web"},
+		{ID: "theirs", Tenant: "globex", Labels: map[string]string{"env": "production", "team": "payments"}, Limits: &protocol.Limits{Namespaces: []string{"*"}},
 			Targets: []NamespaceTarget{{"web", map[string]string{"tier": "web"}}}},
 	}
 	var got []string
@@ -117,7 +119,7 @@ func BenchmarkTargets1000x20(b *testing.B) {
 		if i%2 == 1 {
 			env = "staging"
 		}
-		e := Environment{ID: fmt.Sprintf("env-%04d", i), Tenant: "acme", Labels: map[string]string{"env": env, "team": "payments", "region": "eu-west"}, Reported: true}
+		e := Environment{ID: fmt.Sprintf("env-%04d", i), Tenant: "acme", Labels: map[string]string{"env": env, "team": "payments", "region": "eu-west"}, Limits: &protocol.Limits{}}
 		for j := 0; j < 20; j++ {
 			tier := "web"
 			if j%2 == 1 {
@@ -126,7 +128,7 @@ func BenchmarkTargets1000x20(b *testing.B) {
 			ns := fmt.Sprintf("ns-%02d", j)
 			e.Targets = append(e.Targets, NamespaceTarget{Namespace: ns, Labels: map[string]string{"tier": tier}})
 			if j%4 < 2 {
-				e.ClusterAllows = append(e.ClusterAllows, ns)
+				e.Limits.Namespaces = append(e.Limits.Namespaces, ns)
 			}
 		}
 		envs[i] = e

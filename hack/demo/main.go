@@ -277,8 +277,9 @@ func (d *demo) installFromControlPlane(ctx context.Context) error {
 	// profile's imagePullSecrets, the namespace its copies may go to, and waiting.
 	_ = os.WriteFile(d.path("registry.dockerconfigjson"), []byte(`{"auths":{"registry.example.com":{"auth":"ZGVtbzpkZW1v"}}}`), 0o600)
 	args = append(args, "--registry-secret", "nexo-registry="+d.path("registry.dockerconfigjson"),
-		"--set", "operator.secretCopyNamespaces={shop}", "--wait", "--timeout", "3m", "--kubeconfig", d.kubeconfig)
-	d.progress("▸ %s (the Control Plane's install command) --registry-secret … --set operator.secretCopyNamespaces={shop} --wait", strings.TrimSpace(line))
+		"--set", "operator.secretCopyNamespaces={shop}", "--set", "manager.deployNamespaces={shop}",
+		"--set", "manager.allowedImageRepositories={registry.example.com/nexo/proxy}", "--wait", "--timeout", "3m", "--kubeconfig", d.kubeconfig)
+	d.progress("▸ %s (the Control Plane's install command) --registry-secret … --set operator.secretCopyNamespaces={shop} --set manager.deployNamespaces={shop} --set manager.allowedImageRepositories={registry.example.com/nexo/proxy} --wait", strings.TrimSpace(line))
 	if err := d.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil && !strings.Contains(err.Error(), "already exists") {
 		return &stepErr{step: "create namespace shop", err: err}
 	}

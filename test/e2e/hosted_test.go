@@ -161,6 +161,9 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		}
 		return string(out)
 	}
+	// The cluster admin adds the cluster's own limit (docs/security.md): the Control Plane's
+	// command cannot carry it, and without it the Manager deploys nowhere.
+	install = append(install, "--set", "manager.deployNamespaces={shop}", "--set", "manager.allowedImageRepositories={registry.example.com/nexo/proxy}")
 	if out := nexoctl(install...); !strings.Contains(out, "installed") {
 		t.Fatalf("install: %s", out)
 	}

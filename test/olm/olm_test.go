@@ -207,7 +207,9 @@ func installAndCheck(t *testing.T, m mode) {
 		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: "nexo-edge", CatalogSourceNamespace: "olm", Package: "nexo-operator",
 			Channel: channel(t), InstallPlanApproval: operatorsv1alpha1.ApprovalManual,
 			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
-				{Name: "NEXO_CONTROL_PLANE_URL", Value: cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: envID}}}}}
+				{Name: "NEXO_CONTROL_PLANE_URL", Value: cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: envID},
+				// The cluster's own limit: OLM's way to set it (docs/security.md).
+				{Name: "NEXO_DEPLOY_NAMESPACES", Value: protocol.AllowAll}, {Name: "NEXO_ALLOWED_IMAGE_REPOSITORIES", Value: protocol.AllowAll}}}}}
 	for _, o := range []client.Object{og, sub} {
 		if err := k8s.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -47,10 +47,13 @@ func valueCases() map[string]valueCase {
 		"operator.podDisruptionBudget.minAvailable":   {set: "operator: {podDisruptionBudget: {enabled: true, minAvailable: 1, maxUnavailable: \"\"}}", want: map[string][]string{"PodDisruptionBudget/nexo-operator": {"minAvailable: 1"}}},
 		"operator.podDisruptionBudget.maxUnavailable": {set: "operator: {podDisruptionBudget: {enabled: true, maxUnavailable: 2}}", want: map[string][]string{"PodDisruptionBudget/nexo-operator": {"maxUnavailable: 2"}}},
 
-		"manager.enabled":            {set: "manager: {enabled: false}", gone: []string{mgr, "Role/nexo-manager"}},
-		"manager.controlPlaneURL":    {set: "manager: {controlPlaneURL: https://cp.nexo.test}", want: map[string][]string{mgr: {"--control-plane-url=https://cp.nexo.test"}}},
-		"manager.proxyImage":         {set: "manager: {proxyImage: registry.test/proxy:9}", want: map[string][]string{mgr: {"--proxy-image=registry.test/proxy:9"}}},
-		"manager.ownerID":            {set: "manager: {ownerID: prod-eu}", want: map[string][]string{mgr: {"--owner-id=prod-eu"}}},
+		"manager.enabled":          {set: "manager: {enabled: false}", gone: []string{mgr, "Role/nexo-manager"}},
+		"manager.controlPlaneURL":  {set: "manager: {controlPlaneURL: https://cp.nexo.test}", want: map[string][]string{mgr: {"--control-plane-url=https://cp.nexo.test"}}},
+		"manager.proxyImage":       {set: "manager: {proxyImage: registry.test/proxy:9}", want: map[string][]string{mgr: {"--proxy-image=registry.test/proxy:9"}}},
+		"manager.ownerID":          {set: "manager: {ownerID: prod-eu}", want: map[string][]string{mgr: {"--owner-id=prod-eu"}}},
+		"manager.deployNamespaces": {set: "manager: {deployNamespaces: [shop, payments]}", want: map[string][]string{mgr: {"--deploy-namespaces=shop,payments"}}},
+		"manager.allowedImageRepositories": {set: "manager: {allowedImageRepositories: [registry.test/nexo/proxy]}",
+			want: map[string][]string{mgr: {"--allowed-image-repositories=registry.test/nexo/proxy"}}},
 		"manager.connectTokenSecret": {set: "manager: {connectTokenSecret: my-token}", want: map[string][]string{mgr: {"secretName: my-token"}}},
 
 		"metrics.secure":  {set: "metrics: {secure: false}", want: map[string][]string{op: {"--metrics-secure=false"}}, gone: []string{"ClusterRole/nexo-operator-metrics-reader-nexo-system"}},

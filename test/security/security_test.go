@@ -276,6 +276,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := manager.New(manager.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(), RESTConfig: cfg,
+		Limits: protocol.Limits{Namespaces: []string{protocol.AllowAll}, ImageRepositories: []string{protocol.AllowAll}},
 		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
 		}}, c, d)

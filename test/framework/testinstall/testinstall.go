@@ -57,7 +57,9 @@ func Values(environmentID string, watch []string, extra map[string]any) map[stri
 		"crds":          map[string]any{"install": false},
 		"environmentID": environmentID,
 		"operator":      map[string]any{"watchNamespaces": ns},
-		"manager":       map[string]any{"controlPlaneURL": "https://cp.example.invalid"},
+		// The cluster's own limit: the watched namespaces, or every namespace when all are
+		// watched (tests that check the limit set their own).
+		"manager": map[string]any{"controlPlaneURL": "https://cp.example.invalid", "deployNamespaces": deployNamespaces(ns), "allowedImageRepositories": []any{"*"}},
 	}
 	for k, x := range extra {
 		if m, ok := x.(map[string]any); ok {
@@ -105,4 +107,11 @@ func Tenant(ctx context.Context, c *testcluster.Cluster, ns string) (*rest.Confi
 		return nil, err
 	}
 	return c.UserConfig(user)
+}
+
+func deployNamespaces(watched []any) []any {
+	if len(watched) == 0 {
+		return []any{"*"}
+	}
+	return watched
 }
