@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
@@ -163,5 +165,43 @@ func TestStatus(t *testing.T) {
 	// kubectl's identity flags: impersonating a user without rights is refused by the API server.
 	if _, errOut, code := run(t, "", append(kc, "status", "-A", "--as", "nobody", "--as-group", "nobodies")...); code != 2 || !strings.Contains(errOut, `"nobody" cannot list`) {
 		t.Errorf("status --as nobody: exit %d, want 2 and the API server's refusal: %s", code, errOut)
+	}
+}
+
+// nexoctl status shows the Manager's limits as it reports them: where it may deploy and which
+// image repositories a rollout may name; an empty limit says "nowhere".
+func TestStatusShowsTheManagersLimit(t *testing.T) {
+	ctx := context.Background()
+	c, k8s := clusterWithCRDs(t)
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nexo-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	mgr := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: wire.ManagerName, Namespace: "nexo-system", Labels: map[string]string{"app.kubernetes.io/name": wire.ManagerName}},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "mgr"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "mgr"}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "ghcr.io/nexo-io/nexo-manager:0.3.0"}}}}}}
+	status := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wire.ManagerStatusConfigMap, Namespace: "nexo-system"},
+		Data: map[string]string{wire.StatusDeployNamespaces: "shop,payments", wire.StatusImageRepositories: "registry.example.com/nexo/proxy"}}
+	for _, o := range []client.Object{mgr, status} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kc := []string{"--kubeconfig", c.Kubeconfig}
+	out, _, _ := run(t, "", append(kc, "status", "-A")...)
+	if !strings.Contains(out, "deploys into shop,payments, images from registry.example.com/nexo/proxy") {
+		t.Errorf("status header:\n%s", out)
+	}
+	raw, _, _ := run(t, "", append(kc, "status", "-A", "-o", "json")...)
+	var st statuscmd.Status
+	if err := json.Unmarshal([]byte(raw), &st); err != nil || st.Manager.Limits == nil || strings.Join(st.Manager.Limits.Namespaces, ",") != "shop,payments" {
+		t.Errorf("status -o json: %v %+v", err, st.Manager)
+	}
+	status.Data = map[string]string{wire.StatusDeployNamespaces: "", wire.StatusImageRepositories: ""}
+	if err := k8s.Update(ctx, status); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := run(t, "", append(kc, "status", "-A")...); !strings.Contains(out, "deploys into nowhere (the cluster's limit is empty)") {
+		t.Errorf("status header with an empty limit:\n%s", out)
 	}
 }

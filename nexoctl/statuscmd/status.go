@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -37,6 +38,15 @@ type Component struct {
 	Leader    string `json:"leader,omitempty"`
 	// LastHeartbeat is when the Manager last reached the Control Plane (when it reports it).
 	LastHeartbeat *metav1.Time `json:"lastHeartbeat,omitempty"`
+	// Limits are the cluster's own limit the Manager enforces, as it reports it (nil when it
+	// reports none): where it may deploy, which image repositories a rollout may name.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are the Manager's reported deploy limit (docs/security.md, "The cluster's own limit").
+type Limits struct {
+	Namespaces        []string `json:"namespaces"`
+	ImageRepositories []string `json:"imageRepositories"`
 }
 
 // Proxy is one row.
@@ -249,6 +259,9 @@ func component(ctx context.Context, c client.Client, name string) Component {
 			if t, err := time.Parse(time.RFC3339, cm.Data[wire.StatusLastHeartbeatTime]); err == nil {
 				mt := metav1.NewTime(t)
 				comp.LastHeartbeat = &mt
+			}
+			if ns, ok := cm.Data[wire.StatusDeployNamespaces]; ok {
+				comp.Limits = &Limits{Namespaces: wire.SplitNamespaces(ns), ImageRepositories: wire.SplitNamespaces(cm.Data[wire.StatusImageRepositories])}
 			}
 		}
 	}
@@ -489,6 +502,9 @@ func printHeader(w io.Writer, st Status) {
 		if c.LastHeartbeat != nil {
 			s += ", last heartbeat " + age(*c.LastHeartbeat) + " ago"
 		}
+		if l := c.Limits; l != nil {
+			s += "; deploys into " + listOrNone(l.Namespaces) + ", images from " + listOrNone(l.ImageRepositories)
+		}
 		return s
 	}
 	fmt.Fprintln(w, line(st.Operator))
@@ -508,4 +524,12 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// listOrNone is a limit's list, or "nowhere (the cluster's limit is empty)".
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "nowhere (the cluster's limit is empty)"
+	}
+	return strings.Join(l, ",")
 }
