@@ -388,28 +388,29 @@ func (s *Server) setNamespaceTarget(w http.ResponseWriter, r *http.Request, _ ca
 	writeJSON(w, http.StatusOK, req)
 }
 
-// stageTargets answers a stage's targets, or a 404 naming what is missing.
-func (s *Server) stageTargets(w http.ResponseWriter, r *http.Request) ([]targeting.Target, bool) {
+// stageTargets answers a stage's targets, and the tenant's environments they were decided from,
+// or a 404 naming what is missing.
+func (s *Server) stageTargets(w http.ResponseWriter, r *http.Request) ([]targeting.Target, []targeting.Environment, bool) {
 	tenant, project, name := r.PathValue("tenant"), r.PathValue("project"), r.PathValue("stage")
 	st, err := s.Store.Stage(r.Context(), tenant, project, name)
 	if errors.Is(err, ErrNotFound) {
 		writeError(w, http.StatusNotFound, "no stage %s in project %s/%s", name, tenant, project)
-		return nil, false
+		return nil, nil, false
 	} else if err != nil {
 		s.storageError(w, err)
-		return nil, false
+		return nil, nil, false
 	}
 	envs, err := s.Store.TenantEnvironments(r.Context(), tenant)
 	if err != nil {
 		s.storageError(w, err)
-		return nil, false
+		return nil, nil, false
 	}
-	return targeting.Targets(tenant, st, envs), true
+	return targeting.Targets(tenant, st, envs), envs, true
 }
 
 // targets is GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/targets.
 func (s *Server) targets(w http.ResponseWriter, r *http.Request, _ caller) {
-	if t, ok := s.stageTargets(w, r); ok {
+	if t, _, ok := s.stageTargets(w, r); ok {
 		writeJSON(w, http.StatusOK, map[string]any{"targets": t})
 	}
 }
@@ -423,12 +424,12 @@ type StageDeploy struct {
 
 // stageRow finds the row of a stage's targets for env and namespace (namespace "" for a
 // rollout, which is per environment), answering 404 or 409 with the reasons when a command may
-// not go there. The decision is targeting.Targets', so the targets query and a deploy never
+// not go there; it returns the environment and the limits its cluster last reported. The decision is targeting.Targets', so the targets query and a deploy never
 // disagree.
-func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace string) (Environment, bool) {
-	targets, ok := s.stageTargets(w, r)
+func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace string) (Environment, *protocol.Limits, bool) {
+	targets, envs, ok := s.stageTargets(w, r)
 	if !ok {
-		return Environment{}, false
+		return Environment{}, nil, false
 	}
 	auditOf(r).target = strings.TrimSuffix(env+"/"+namespace, "/")
 	var rows []targeting.Target
@@ -439,32 +440,38 @@ func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace
 	}
 	if len(rows) == 0 {
 		writeError(w, http.StatusNotFound, "no environment %s in tenant %s", env, r.PathValue("tenant"))
-		return Environment{}, false
+		return Environment{}, nil, false
 	}
 	stage := r.PathValue("stage")
 	if namespace == "" {
 		// A rollout goes to an environment the stage selects (any of its targets eligible).
 		if !slices.ContainsFunc(rows, func(t targeting.Target) bool { return t.Eligible }) {
 			writeError(w, http.StatusConflict, "environment %s is not eligible for stage %s: %s", env, stage, strings.Join(rows[0].Reasons, "; "))
-			return Environment{}, false
+			return Environment{}, nil, false
 		}
 	} else {
 		i := slices.IndexFunc(rows, func(t targeting.Target) bool { return t.Namespace == namespace })
 		switch {
 		case i < 0:
 			writeError(w, http.StatusConflict, "environment %s has no namespace target %s: a tenant admin adds it (namespace-targets)", env, namespace)
-			return Environment{}, false
+			return Environment{}, nil, false
 		case !rows[i].Deployable:
 			writeError(w, http.StatusConflict, "%s/%s is not deployable for stage %s: %s", env, namespace, stage, strings.Join(rows[i].Reasons, "; "))
-			return Environment{}, false
+			return Environment{}, nil, false
 		}
 	}
 	e, err := s.Store.Environment(r.Context(), env)
 	if err != nil {
 		s.storageError(w, err)
-		return Environment{}, false
+		return Environment{}, nil, false
 	}
-	return e, true
+	var limits *protocol.Limits
+	for _, te := range envs {
+		if te.ID == env {
+			limits = te.Limits
+		}
+	}
+	return e, limits, true
 }
 
 // deployThroughStage is POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy
@@ -483,7 +490,7 @@ func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ ca
 		writeError(w, http.StatusBadRequest, "a namespace is required")
 		return
 	}
-	env, ok := s.stageRow(w, r, req.Environment, req.Namespace)
+	env, _, ok := s.stageRow(w, r, req.Environment, req.Namespace)
 	if !ok {
 		return
 	}
@@ -509,16 +516,10 @@ func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ c
 		writeError(w, http.StatusBadRequest, "image %q: %v", req.Image, err)
 		return
 	}
-	env, ok := s.stageRow(w, r, req.Environment, "")
+	env, limits, ok := s.stageRow(w, r, req.Environment, "")
 	if !ok {
 		return
 	}
-	_, body, err := s.Store.LastHeartbeat(r.Context(), env.ID)
-	if err != nil {
-		s.storageError(w, err)
-		return
-	}
-	limits := reportedLimits(body)
 	switch {
 	case limits == nil:
 		writeError(w, http.StatusConflict, "environment %s is eligible, but its cluster has not reported which image repositories a rollout may set", env.ID)
@@ -548,7 +549,7 @@ func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _
 		writeError(w, http.StatusBadRequest, "namespace and name of the NexoProxy are required")
 		return
 	}
-	env, ok := s.stageRow(w, r, req.Environment, req.Namespace)
+	env, _, ok := s.stageRow(w, r, req.Environment, req.Namespace)
 	if !ok {
 		return
 	}

@@ -42,7 +42,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blang/semver/v4"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
@@ -421,27 +420,16 @@ func (b *bench) deployments() (map[string]deploymentState, error) {
 	return out, nil
 }
 
-// lastRelease is version, or the newest folder of releases/ older than this build.
+// lastRelease is version, or the newest release older than this build.
 func lastRelease(version string) (string, error) {
 	if version != "" {
 		return version, nil
 	}
-	build := semver.MustParse(catalog.BuildVersion)
-	dirs, err := filepath.Glob(filepath.Join(testcluster.RepoRoot(), "releases", "*", "release.json"))
-	if err != nil {
-		return "", err
+	prev, err := releasebuild.Previous(testcluster.RepoRoot(), catalog.BuildVersion)
+	if err == nil && prev == "" {
+		err = fmt.Errorf("no release older than %s under releases/ to upgrade from", catalog.BuildVersion)
 	}
-	var newest *semver.Version
-	for _, d := range dirs {
-		v, err := semver.Parse(filepath.Base(filepath.Dir(d)))
-		if err == nil && v.LT(build) && (newest == nil || v.GT(*newest)) {
-			newest = &v
-		}
-	}
-	if newest == nil {
-		return "", fmt.Errorf("no release older than %s under releases/ to upgrade from", catalog.BuildVersion)
-	}
-	return newest.String(), nil
+	return prev, err
 }
 
 // baselines4 is phase 4: the raw-write baselines of phases 1 and 2, and the comparisons.

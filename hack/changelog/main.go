@@ -15,13 +15,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 
 	"github.com/blang/semver/v4"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/preflight/schemadiff"
+	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
 )
 
 const changelog = "CHANGELOG.md"
@@ -40,7 +40,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	released, err := releasedVersions()
+	released, err := releasebuild.Versions(".")
 	if err != nil {
 		return err
 	}
@@ -61,24 +61,6 @@ func run() error {
 		return failed
 	}
 	return os.WriteFile(changelog, out, 0o644)
-}
-
-// releasedVersions are the folders of releases/, oldest first.
-func releasedVersions() ([]semver.Version, error) {
-	dirs, err := filepath.Glob("releases/*/crds")
-	if err != nil {
-		return nil, err
-	}
-	var out []semver.Version
-	for _, d := range dirs {
-		v, err := semver.Parse(filepath.Base(filepath.Dir(d)))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d, err)
-		}
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].LT(out[j]) })
-	return out, nil
 }
 
 // section is the markdown schema section of version.

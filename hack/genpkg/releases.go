@@ -1,17 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/blang/semver/v4"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
 )
 
 // releasesDir keeps every released version's artefacts (docs/release.md, "Released artefacts").
@@ -25,39 +24,23 @@ type released struct {
 	BundleImage string // registry/nexo-operator-bundle@sha256:…
 }
 
-// releaseRecord is the part of releases/<version>/release.json that genpkg reads.
-type releaseRecord struct {
-	Version string `json:"version"`
-	Bundle  struct {
-		Reference string `json:"reference"`
-	} `json:"bundle"`
-}
-
 // releases reads releases/*, oldest first.
 func releases() ([]released, error) {
-	dirs, err := filepath.Glob(filepath.Join(releasesDir, "*", "release.json"))
+	versions, err := releasebuild.Versions(".")
 	if err != nil {
 		return nil, err
 	}
 	var out []released
-	for _, path := range dirs {
-		raw, err := os.ReadFile(path)
+	for _, v := range versions {
+		rec, err := releasebuild.Read(".", v.String())
 		if err != nil {
 			return nil, err
 		}
-		var rec releaseRecord
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		v, err := semver.Parse(rec.Version)
-		if err != nil || filepath.Base(filepath.Dir(path)) != rec.Version {
-			return nil, fmt.Errorf("%s: version %q does not name its folder", path, rec.Version)
-		}
 		if rec.Bundle.Reference == "" {
-			return nil, fmt.Errorf("%s: no bundle image", path)
+			return nil, fmt.Errorf("releases/%s/release.json: no bundle image", v)
 		}
-		csvPath := filepath.Join(filepath.Dir(path), "bundle", "manifests", packageName+".clusterserviceversion.yaml")
-		raw, err = os.ReadFile(csvPath)
+		csvPath := filepath.Join(releasesDir, v.String(), "bundle", "manifests", packageName+".clusterserviceversion.yaml")
+		raw, err := os.ReadFile(csvPath)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +50,6 @@ func releases() ([]released, error) {
 		}
 		out = append(out, released{Version: v, CSV: csv, BundleImage: rec.Bundle.Reference})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version.LT(out[j].Version) })
 	return out, nil
 }
 

@@ -112,21 +112,29 @@ func buildAll(repo, work string, clean bool) ([]*built, source, error) {
 	return out, s, nil
 }
 
+// workspace is the repository (the current folder) and a temporary folder for the binaries a
+// command builds, removed by done.
+func workspace() (repo, work string, done func(), err error) {
+	if repo, err = filepath.Abs("."); err != nil {
+		return "", "", nil, err
+	}
+	if work, err = os.MkdirTemp("", "nexo-release-"); err != nil {
+		return "", "", nil, err
+	}
+	return repo, work, func() { os.RemoveAll(work) }, nil
+}
+
 func publishCmd(args []string) error {
 	fs := flag.NewFlagSet("publish-images", flag.ExitOnError)
 	version := fs.String("version", "", "the release version (must be catalog.BuildVersion)")
 	registry := fs.String("registry", "", "where to push: host[:port]/path")
 	out := fs.String("out", "dist/release.json", "the record of what was published")
 	_ = fs.Parse(args)
-	work, err := os.MkdirTemp("", "nexo-publish-")
+	repo, work, done, err := workspace()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
-	repo, err := filepath.Abs(".")
-	if err != nil {
-		return err
-	}
+	defer done()
 	pub, err := publishImages(repo, work, *registry, *version, nil, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {
 		return err
@@ -154,15 +162,11 @@ func releaseCmd(args []string) error {
 	if *to == "" {
 		opts = append(opts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	}
-	work, err := os.MkdirTemp("", "nexo-release-")
+	repo, work, done, err := workspace()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
-	repo, err := filepath.Abs(".")
-	if err != nil {
-		return err
-	}
+	defer done()
 	pub, err := releaseVersion(repo, work, *registry, *version, *to, opts...)
 	if err != nil {
 		return err

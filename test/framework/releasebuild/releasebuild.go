@@ -1,6 +1,7 @@
-// Package releasebuild builds the binaries of a released version from the source commit its
-// releases/<version>/release.json names, so upgrade tests and the benchmark run exactly what
-// was released (docs/upgrade.md, "Tested").
+// Package releasebuild reads releases/ (the one reader of which versions were released and what
+// each release.json records, for the generators, the benchmark and the upgrade tests) and builds
+// a released version's binaries from the source commit its release.json names, so upgrade tests
+// and the benchmark run exactly what was released (docs/upgrade.md, "Tested").
 package releasebuild
 
 import (
@@ -9,7 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
+
+	"github.com/blang/semver/v4"
 
 	"github.com/nexo-io/nexo-edge/contract/buildinfo"
 )
@@ -19,6 +23,47 @@ type Record struct {
 	Version string `json:"version"`
 	Commit  string `json:"commit"`
 	Created string `json:"created"`
+	Bundle  struct {
+		Reference string `json:"reference"`
+	} `json:"bundle"`
+}
+
+// Versions are the released versions (the folders of releases/ with a release.json), oldest
+// first.
+func Versions(root string) ([]semver.Version, error) {
+	files, err := filepath.Glob(filepath.Join(root, "releases", "*", "release.json"))
+	if err != nil {
+		return nil, err
+	}
+	var out []semver.Version
+	for _, f := range files {
+		v, err := semver.Parse(filepath.Base(filepath.Dir(f)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: the folder is not a version: %w", f, err)
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].LT(out[j]) })
+	return out, nil
+}
+
+// Previous is the newest released version older than version ("" when there is none).
+func Previous(root, version string) (string, error) {
+	v, err := semver.Parse(version)
+	if err != nil {
+		return "", err
+	}
+	all, err := Versions(root)
+	if err != nil {
+		return "", err
+	}
+	prev := ""
+	for _, r := range all {
+		if r.LT(v) {
+			prev = r.String()
+		}
+	}
+	return prev, nil
 }
 
 // Read reads releases/<version>/release.json under the repository root.
