@@ -227,7 +227,7 @@ func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ac
 }
 
 // LimitsSetIn says where a cluster admin sets the Manager's limits, for every refusal.
-const LimitsSetIn = "the cluster admin sets it: chart values manager.deployNamespaces and manager.allowedImageRepositories; kustomize: ConfigMap nexo-manager-config keys deployNamespaces and imageRepositories; OLM: Subscription config.env NEXO_DEPLOY_NAMESPACES and NEXO_ALLOWED_IMAGE_REPOSITORIES"
+const LimitsSetIn = "the cluster admin sets it: chart values manager.deployNamespaces and manager.allowedImageRepositories; kustomize: ConfigMap nexo-manager-limits; OLM: Subscription config.env NEXO_DEPLOY_NAMESPACES and NEXO_ALLOWED_IMAGE_REPOSITORIES"
 
 func limitList(l []string) string {
 	if len(l) == 0 {

@@ -3,6 +3,8 @@ package operator
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/nexo-io/nexo-edge/config/admission"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controllers"
 )
 
@@ -24,16 +27,17 @@ import (
 // policies then live in the API server, so they hold while the operator is down. A failure
 // (the RBAC for it missing, say) is logged and retried with backoff; it never stops
 // reconciliation.
-func admissionPolicyApplier(c client.Client, namespace string, watched []string) manager.RunnableFunc {
+func admissionPolicyApplier(c client.Client, namespace string, watched []string, limits protocol.Limits) manager.RunnableFunc {
 	return func(ctx context.Context) error {
 		log := ctrl.Log.WithName("admission-policy")
 		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 5 * time.Minute}
 		_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-			if err := ApplyAdmissionPolicy(ctx, c, namespace, watched); err != nil {
+			if err := ApplyAdmissionPolicy(ctx, c, namespace, watched, limits); err != nil {
 				log.Error(err, "cannot apply the admission policies; retrying")
 				return false, nil
 			}
-			log.Info("admission policies applied", "manager", "system:serviceaccount:"+namespace+":nexo-manager", "namespaces", watched)
+			log.Info("admission policies applied", "manager", admission.ManagerUser(namespace), "namespaces", watched,
+				"deployNamespaces", limits.Namespaces, "imageRepositories", limits.ImageRepositories)
 			return true, nil
 		})
 		return nil
@@ -41,7 +45,8 @@ func admissionPolicyApplier(c client.Client, namespace string, watched []string)
 }
 
 // ApplyAdmissionPolicy server-side applies the shared policies and bindings, and creates this
-// installation's binding (which carries its parameters). The binding is only ever created (the
+// installation's two bindings (each carries its parameters): managed objects, and the Manager's
+// deploy limit. The binding is only ever created (the
 // operator may patch no binding but the shared ones, whose names are fixed): one that exists with
 // another spec or parameters is reported, for an admin to delete so the operator recreates it. c
 // must read from the API server, not a cache.
@@ -51,7 +56,7 @@ func admissionPolicyApplier(c client.Client, namespace string, watched []string)
 // closed, refuse every nexo.io write. So the old binding is first pointed at this installation's
 // binding as its parameter (ignored while the policy takes none), the installation's binding is
 // created, and only then does the policy change. On a new cluster the policy comes first.
-func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string, watched []string) error {
+func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string, watched []string, limits protocol.Limits) error {
 	policies, bindings, err := admission.Shared()
 	if err != nil {
 		return err
@@ -92,14 +97,23 @@ func ApplyAdmissionPolicy(ctx context.Context, c client.Client, namespace string
 		if err := applyShared(); err != nil {
 			return err
 		}
-		return createBinding(ctx, c, binding)
+		if err := createBinding(ctx, c, binding); err != nil {
+			return err
+		}
 	case err != nil:
 		return err
+	default:
+		if err := createBinding(ctx, c, binding); err != nil {
+			return err
+		}
+		if err := applyShared(); err != nil {
+			return err
+		}
 	}
-	if err := createBinding(ctx, c, binding); err != nil {
-		return err
-	}
-	return applyShared()
+	// The deploy-limit policy exists by now (applyShared), so its binding can be created. A
+	// limit changed since (OLM config.env) finds the old binding: reported, for an admin to
+	// delete it; the Manager holds the new limit itself meanwhile.
+	return createBinding(ctx, c, admission.DeployLimit(namespace, limits.Namespaces, limits.ImageRepositories))
 }
 
 // createBinding creates the installation's binding, or checks that the one there is the same.
@@ -112,11 +126,14 @@ func createBinding(ctx context.Context, c client.Client, binding *admissionregis
 	if err := c.Get(ctx, client.ObjectKeyFromObject(binding), have); err != nil {
 		return err
 	}
-	if !apiequality.Semantic.DeepDerivative(binding.Spec, have.Spec) ||
-		have.Annotations[admission.ManagerAnnotation] != binding.Annotations[admission.ManagerAnnotation] ||
-		have.Annotations[admission.NamespacesAnnotation] != binding.Annotations[admission.NamespacesAnnotation] {
-		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s exists with another spec or parameters (namespaces %q, want %q); delete it and the operator recreates it",
-			binding.Name, have.Annotations[admission.NamespacesAnnotation], binding.Annotations[admission.NamespacesAnnotation])
+	if !apiequality.Semantic.DeepDerivative(binding.Spec, have.Spec) {
+		return fmt.Errorf("ValidatingAdmissionPolicyBinding %s exists with another spec or parameters (its spec differs); delete it and the operator recreates it", binding.Name)
+	}
+	for _, k := range slices.Sorted(maps.Keys(binding.Annotations)) {
+		if have.Annotations[k] != binding.Annotations[k] {
+			return fmt.Errorf("ValidatingAdmissionPolicyBinding %s exists with another spec or parameters (%s %q, want %q); delete it and the operator recreates it",
+				binding.Name, k, have.Annotations[k], binding.Annotations[k])
+		}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/contract/license"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -62,6 +63,10 @@ type Config struct {
 	// EnsureAdmissionPolicy makes the operator apply the managed-objects admission policy
 	// (config/admission) at start, for installs that cannot ship it themselves (OLM).
 	EnsureAdmissionPolicy bool
+	// ManagerLimits are the Manager's limits (the cluster admin's, as the Manager is given them)
+	// that EnsureAdmissionPolicy writes into the installation's deploy-limit binding. Empty
+	// allows nothing.
+	ManagerLimits protocol.Limits
 }
 
 // readiness is the operator's /readyz: ready only once the informer caches have synced and while
@@ -178,7 +183,7 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := mgr.Add(admissionPolicyApplier(direct, cfg.OperatorNamespace, cfg.WatchNamespaces)); err != nil {
+		if err := mgr.Add(admissionPolicyApplier(direct, cfg.OperatorNamespace, cfg.WatchNamespaces, cfg.ManagerLimits)); err != nil {
 			return nil, nil, err
 		}
 	}

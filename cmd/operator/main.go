@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/nexo-io/nexo-edge/contract/buildinfo"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/operator"
 )
@@ -32,6 +33,10 @@ func main() {
 	flag.StringVar(&cfg.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the operator (trusted keys, pull secrets, leader lease)")
 	flag.StringVar(&cfg.EnvironmentID, "environment-id", os.Getenv("NEXO_ENVIRONMENT_ID"), "Control Plane environment id of this installation: signed objects must be signed for it (default $NEXO_ENVIRONMENT_ID; nexoctl install sets it from the connect token)")
 	flag.BoolVar(&cfg.EnsureAdmissionPolicy, "ensure-admission-policy", false, "apply the managed-objects ValidatingAdmissionPolicy at start (set by the OLM bundle, which cannot ship the policy; Helm and kustomize install it themselves)")
+	// OLM's Subscription config.env sets the same variables on the Manager and the operator.
+	var deployNamespaces, imageRepositories string
+	flag.StringVar(&deployNamespaces, "manager-deploy-namespaces", os.Getenv("NEXO_DEPLOY_NAMESPACES"), "with --ensure-admission-policy: the Manager's deploy limit written into its admission binding, comma-separated namespaces (\"*\": all); empty: none (default $NEXO_DEPLOY_NAMESPACES)")
+	flag.StringVar(&imageRepositories, "manager-image-repositories", os.Getenv("NEXO_ALLOWED_IMAGE_REPOSITORIES"), "with --ensure-admission-policy: the image repositories the Manager may set, written into its admission binding (\"*\": any); empty: none (default $NEXO_ALLOWED_IMAGE_REPOSITORIES)")
 	flag.StringVar(&licenseKeys, "license-public-key", "", "comma-separated PEM files of extra license-signing public keys (the build ships its own)")
 	var qps float64
 	var burst int
@@ -51,6 +56,7 @@ func main() {
 	setGCPercent(*gcPercent)
 	cfg.WatchNamespaces = wire.SplitNamespaces(watch)
 	cfg.LicenseKeyFiles = splitList(licenseKeys)
+	cfg.ManagerLimits = protocol.Limits{Namespaces: wire.SplitNamespaces(deployNamespaces), ImageRepositories: wire.SplitNamespaces(imageRepositories)}
 
 	log := ctrl.Log.WithName("setup")
 	ctx := ctrl.SetupSignalHandler()

@@ -159,6 +159,21 @@ func chartAdmissionPolicies() error {
 	if strings.Contains(binding, scopeToken) || !strings.Contains(binding, "{{ .Release.Namespace }}") {
 		return fmt.Errorf("admission.Installation: the chart template did not take the release namespace and scope:\n%s", binding)
 	}
+	// The Manager's deploy-limit binding: its limits are the chart values the Manager reads.
+	const deployToken, imagesToken = "DEPLOY-NAMESPACES", "IMAGE-REPOSITORIES"
+	d, err := bindingYAML(admission.DeployLimit(nsToken, []string{deployToken}, []string{imagesToken}))
+	if err != nil {
+		return err
+	}
+	limit := strings.Replace(d, partOf[1:], "  labels:\n"+chartLabels, 1)
+	limit = strings.ReplaceAll(limit, admission.DeployNamespacesAnnotation+": "+deployToken,
+		admission.DeployNamespacesAnnotation+": {{ join \",\" .Values.manager.deployNamespaces | quote }}")
+	limit = strings.ReplaceAll(limit, admission.ImageRepositoriesAnnotation+": "+imagesToken,
+		admission.ImageRepositoriesAnnotation+": {{ join \",\" .Values.manager.allowedImageRepositories | quote }}")
+	limit = strings.ReplaceAll(limit, nsToken, "{{ .Release.Namespace }}")
+	if strings.Contains(limit, deployToken) || strings.Contains(limit, imagesToken) || !strings.Contains(limit, "{{ .Release.Namespace }}") {
+		return fmt.Errorf("admission.DeployLimit: the chart template did not take the release namespace and limits:\n%s", limit)
+	}
 	return writeTemplate(filepath.Join(chartDir, "templates", "admission-policy.yaml"), "chart-admission-policy.yaml",
-		map[string]any{"Header": generatedHeader, "Shared": shared, "Binding": binding})
+		map[string]any{"Header": generatedHeader, "Shared": shared, "Binding": binding, "DeployLimit": limit})
 }

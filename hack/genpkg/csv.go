@@ -66,6 +66,12 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	if err != nil {
 		return nil, err
 	}
+	// Its writes: OLM grants them in the target namespaces, as every namespaced permission; the
+	// deploy limit inside them is the Manager's and the admission policy's (docs/rbac.md, OLM).
+	mgrDeploy, err := namedRules("config/agent/agent.yaml", "ClusterRole", "nexo-manager-deploy")
+	if err != nil {
+		return nil, err
+	}
 	policyRules, err := admissionPolicyRules()
 	if err != nil {
 		return nil, err
@@ -75,7 +81,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 		return nil, err
 	}
 	// The Manager's metrics are authenticated like the operator's (TokenReview, SubjectAccessReview).
-	mgrNamespaced, mgrClusterScoped, err := splitByScope(slices.Concat(mgrCluster, mgrRelease, metricsAuth))
+	mgrNamespaced, mgrClusterScoped, err := splitByScope(slices.Concat(mgrDeploy, mgrCluster, mgrRelease, metricsAuth))
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,17 @@ func kustomizeAdmissionInstallation() error {
 	if err != nil {
 		return err
 	}
+	// The Manager's deploy limit: empty (nothing) until an overlay sets the ConfigMap
+	// nexo-manager-limits, whose values kustomize's replacements copy here (config/default).
+	limit := admission.DeployLimit("nexo-system", nil, nil)
+	limit.Name, limit.Spec.ParamRef.Name = admission.DeployLimitPolicy, admission.DeployLimitPolicy
+	d, err := bindingYAML(limit)
+	if err != nil {
+		return err
+	}
 	out := generatedHeader + "# This installation's binding of the nexo-managed-objects policy; its annotations are its parameters:\n" +
-		"# its Manager and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n" + b
+		"# its Manager and the namespaces it serves (\"*\": all; config/namespaced narrows them).\n" + b +
+		"---\n# The binding of the nexo-manager-deploy-limit policy: the Manager's limits, copied from the ConfigMap\n" +
+		"# nexo-manager-limits by the replacements of config/default (empty: nothing).\n" + d
 	return os.WriteFile("config/admission/installation.yaml", []byte(out), 0o644)
 }

@@ -177,6 +177,30 @@ func rulesByKind(path string) (map[string][]rbacv1.PolicyRule, error) {
 	return out, nil
 }
 
+// namedRules reads the rules of the Role or ClusterRole name in a config/ file.
+func namedRules(path, kind, name string) ([]rbacv1.PolicyRule, error) {
+	ds, err := docs(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal(d, &obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if obj.Kind == kind && obj.Metadata.Name == name {
+			return obj.Rules, nil
+		}
+	}
+	return nil, fmt.Errorf("no %s %s in %s", kind, name, path)
+}
+
 // rulesOf reads the rules of the first object of kind in a config/ file.
 func rulesOf(path, kind string) ([]rbacv1.PolicyRule, error) {
 	byKind, err := rulesByKind(path)

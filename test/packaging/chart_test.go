@@ -26,6 +26,7 @@ import (
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/config/admission"
 	"github.com/nexo-io/nexo-edge/contract/manifest"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -64,10 +65,10 @@ func TestChartLintAndTemplate(t *testing.T) {
 	if n := strings.Count(out, "\nkind: CustomResourceDefinition"); n != len(catalog.Kinds) {
 		t.Errorf("template renders %d CRDs, want %d", n, len(catalog.Kinds))
 	}
-	// Kept on uninstall: every CRD, the trusted-keys Secret, and the three admission objects every
-	// installation of the cluster shares (two policies, the no-token binding).
-	if n := strings.Count(out, "helm.sh/resource-policy: keep"); n != len(catalog.Kinds)+4 {
-		t.Errorf("%d objects carry the keep policy, want every CRD (%d), the trusted-keys Secret and the 3 shared admission objects", n, len(catalog.Kinds))
+	// Kept on uninstall: every CRD, the trusted-keys Secret, and the four admission objects every
+	// installation of the cluster shares (three policies, the no-token binding).
+	if n := strings.Count(out, "helm.sh/resource-policy: keep"); n != len(catalog.Kinds)+5 {
+		t.Errorf("%d objects carry the keep policy, want every CRD (%d), the trusted-keys Secret and the 4 shared admission objects", n, len(catalog.Kinds))
 	}
 	out, err = helmCLI(t, "template", "nexo-edge", chartDir, "--kube-version", "1.37.0", "--set", "crds.install=false", "--set", "manager.controlPlaneURL=https://cp.example.invalid")
 	if err != nil || strings.Contains(out, "kind: CustomResourceDefinition") {
@@ -197,6 +198,24 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 			t.Errorf("server-side dry-run apply of %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
+	// The Manager deploys nowhere until the cluster admin says where: its limit is empty in the
+	// ConfigMap and the admission binding, and nothing binds its write role.
+	for _, u := range pristine {
+		switch {
+		case u.GetKind() == "ConfigMap" && u.GetName() == "nexo-manager-limits":
+			if v, _, _ := unstructured.NestedString(u.Object, "data", "deployNamespaces"); v != "" {
+				t.Errorf("config/default's deploy limit is %q, want empty", v)
+			}
+		case u.GetKind() == "ValidatingAdmissionPolicyBinding" && u.GetName() == admission.DeployLimitPolicy:
+			if v, ok := u.GetAnnotations()[admission.DeployNamespacesAnnotation]; !ok || v != "" {
+				t.Errorf("config/default's deploy-limit binding has namespaces %q (set %v), want empty", v, ok)
+			}
+		case strings.HasSuffix(u.GetKind(), "RoleBinding"):
+			if ref, _, _ := unstructured.NestedString(u.Object, "roleRef", "name"); ref == "nexo-manager-deploy" {
+				t.Errorf("config/default binds the Manager's write role: %s %s", u.GetKind(), u.GetName())
+			}
+		}
+	}
 	if kinds["CustomResourceDefinition"] != len(catalog.Kinds) || kinds["Deployment"] != 2 {
 		t.Errorf("config/default has %v", kinds)
 	}
@@ -254,8 +273,18 @@ func TestKustomizeNamespacedGrantsOnlyRoleBindings(t *testing.T) {
 	}
 	var roleBindings []string
 	policy := false
+	var limit, limitBinding string
 	for _, r := range res.Resources() {
 		switch r.GetKind() {
+		case "ConfigMap":
+			if r.GetName() == "nexo-manager-limits" {
+				m, _ := r.Map()
+				limit, _, _ = unstructured.NestedString(m, "data", "deployNamespaces")
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			if r.GetName() == admission.DeployLimitPolicy {
+				limitBinding = r.GetAnnotations()[admission.DeployNamespacesAnnotation]
+			}
 		case "ClusterRoleBinding":
 			// The Manager's reads, and the metrics authentication (TokenReview and
 			// SubjectAccessReview are cluster-scoped APIs that store nothing).
@@ -276,7 +305,17 @@ func TestKustomizeNamespacedGrantsOnlyRoleBindings(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"nexo-proxies/nexo-operator", "nexo-proxies/nexo-operator-secret-copies", "nexo-system/nexo-operator"} {
+	// The Manager's deploy limit is nexo-proxies in all three places: what it reads, its write
+	// RoleBinding (and no other), and its admission binding.
+	if limit != "nexo-proxies" || limitBinding != "nexo-proxies" {
+		t.Errorf("the Manager's deploy limit: ConfigMap %q, admission binding %q; want nexo-proxies in both", limit, limitBinding)
+	}
+	for _, rb := range roleBindings {
+		if strings.HasSuffix(rb, "/nexo-manager-deploy") && rb != "nexo-proxies/nexo-manager-deploy" {
+			t.Errorf("the Manager may write in %s, outside its deploy limit", rb)
+		}
+	}
+	for _, want := range []string{"nexo-proxies/nexo-operator", "nexo-proxies/nexo-operator-secret-copies", "nexo-system/nexo-operator", "nexo-proxies/nexo-manager-deploy"} {
 		if !slices.Contains(roleBindings, want) {
 			t.Errorf("RoleBinding %s missing (have %v)", want, roleBindings)
 		}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,17 +55,19 @@ func TestInstallationsSideBySide(t *testing.T) {
 		rl.Namespace = ns
 		return signed(t, key, rl, rev)
 	}
-	// Each binding is loaded asynchronously: wait until staging's Manager is refused in prod.
-	var err error
-	if pollErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		o := obj("shop-prod", "probe", 1)
-		err = managerOf(staging).Create(ctx, o)
-		if err == nil {
-			_ = admin.Delete(ctx, o)
+	// Each binding is loaded asynchronously: wait until a tenant is refused in both namespaces.
+	for _, ns := range []string{"shop-staging", "shop-prod"} {
+		var err error
+		if pollErr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			o := obj(ns, "probe", 1)
+			err = asTenant(t, ns).Create(ctx, o)
+			if err == nil {
+				_ = admin.Delete(ctx, o)
+			}
+			return err != nil, nil
+		}); pollErr != nil {
+			t.Fatalf("a tenant could write a managed object in %s", ns)
 		}
-		return err != nil, nil
-	}); pollErr != nil {
-		t.Fatal("staging's Manager could write a managed object in prod's namespace")
 	}
 	for _, c := range []struct {
 		own, other install
@@ -81,12 +85,29 @@ func TestInstallationsSideBySide(t *testing.T) {
 		if err := mgr.Patch(ctx, signed(t, key, mine, 2), client.MergeFrom(before)); err != nil {
 			t.Errorf("%s's Manager changing its managed object: %v", c.own.release, err)
 		}
+		// In the other's namespace its RBAC grants it nothing; with RBAC granted there by mistake,
+		// admission still refuses it: the other installation's binding names another Manager,
+		// and its own deploy limit does not include the namespace.
 		theirs := obj(c.otherNS, "theirs-"+c.own.release, 1)
-		err := mgr.Create(ctx, theirs)
-		if err == nil || !strings.Contains(err.Error(), "is not the Manager of the Nexo installation serving namespace "+c.otherNS) ||
-			!strings.Contains(err.Error(), "system:serviceaccount:"+c.other.release+":nexo-manager") {
-			t.Errorf("%s's Manager creating a managed object in %s: %v, want a refusal naming %s's Manager", c.own.release, c.otherNS, err, c.other.release)
+		if err := mgr.Create(ctx, theirs.DeepCopy()); !apierrors.IsForbidden(err) {
+			t.Errorf("%s's Manager creating a managed object in %s under its RBAC: %v, want forbidden", c.own.release, c.otherNS, err)
 		}
+		mistake := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "mistaken-" + c.own.release, Namespace: c.otherNS},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "nexo-manager-deploy-" + c.own.release},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: wire.ManagerName, Namespace: c.own.release}}}
+		if err := admin.Create(ctx, mistake); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if pollErr := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			err = mgr.Create(ctx, theirs.DeepCopy())
+			return err != nil && !strings.Contains(err.Error(), "cannot create resource"), nil
+		}); pollErr != nil || err == nil ||
+			!(strings.Contains(err.Error(), "is not the Manager of the Nexo installation serving namespace "+c.otherNS) && strings.Contains(err.Error(), "system:serviceaccount:"+c.other.release+":nexo-manager") ||
+				strings.Contains(err.Error(), "outside this cluster's deploy limit")) {
+			t.Errorf("%s's Manager creating a managed object in %s with RBAC granted: %v, want refused by admission", c.own.release, c.otherNS, err)
+		}
+		_ = admin.Delete(ctx, mistake)
 		// The other installation's Manager may not change this one's object either.
 		o := &nexov1alpha1.NexoRateLimit{}
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(mine), o); err != nil {

@@ -28,6 +28,9 @@ func (in install) covers(where, ns string) bool {
 		return ns == in.release
 	case "watched":
 		return len(in.watched) == 0 || slices.Contains(in.watched, ns)
+	case "deploy":
+		// testinstall.Values' deploy limit: the watched namespaces, or "*" when all are watched.
+		return len(in.watched) == 0 || slices.Contains(in.watched, ns)
 	case "copies":
 		if len(in.watched) > 0 {
 			return slices.Contains(in.watched, ns)

@@ -361,10 +361,14 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nexo-managed-objects-" + ns}}
 	t.Cleanup(func() { _ = admin.Delete(ctx, binding) })
+	// The Manager's limits, as the Subscription's config.env gives them to both Deployments.
+	olmLimits := protocol.Limits{Namespaces: []string{"olm-proxies"}, ImageRepositories: []string{"registry.example.com/nexo/proxy"}}
+	limitBinding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nexo-manager-deploy-limit-" + ns}}
+	t.Cleanup(func() { _ = admin.Delete(ctx, limitBinding) })
 	sa := clientFor(t, func() (*rest.Config, error) { return cluster.ServiceAccountConfig(ctx, ns, "nexo-operator") })
 	// It serves a namespace of its own, so the other installations' tests are not affected.
 	for range 2 {
-		if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err != nil {
+		if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}, olmLimits); err != nil {
 			t.Fatalf("applying the policies with the CSV's rules: %v", err)
 		}
 	}
@@ -375,7 +379,25 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	if binding.Annotations["nexo.io/admission-manager"] != "system:serviceaccount:"+ns+":nexo-manager" || binding.Annotations["nexo.io/admission-namespaces"] != "olm-proxies" {
 		t.Errorf("binding parameters %v, want %s's Manager serving olm-proxies", binding.Annotations, ns)
 	}
-	for _, name := range []string{"nexo-managed-objects", "nexo-no-token-secrets"} {
+	// Its deploy-limit binding carries the Manager's limits from the same variables.
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(limitBinding), limitBinding); err != nil || limitBinding.Spec.PolicyName != "nexo-manager-deploy-limit" ||
+		limitBinding.Spec.ParamRef == nil || limitBinding.Spec.ParamRef.Name != limitBinding.Name {
+		t.Fatalf("deploy-limit binding %+v (%v)", limitBinding.Spec, err)
+	}
+	if a := limitBinding.Annotations; a["nexo.io/admission-manager"] != "system:serviceaccount:"+ns+":nexo-manager" ||
+		a["nexo.io/admission-deploy-namespaces"] != "olm-proxies" || a["nexo.io/admission-image-repositories"] != "registry.example.com/nexo/proxy" {
+		t.Errorf("deploy-limit binding parameters %v", a)
+	}
+	// A limit changed in config.env meets the old binding: reported, naming the parameter, and
+	// the binding is left as it was (the operator may not patch it).
+	wider := protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: olmLimits.ImageRepositories}
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}, wider); err == nil || !strings.Contains(err.Error(), "nexo.io/admission-deploy-namespaces") {
+		t.Errorf("a changed limit: %v, want the differing parameter reported", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(limitBinding), limitBinding); err != nil || limitBinding.Annotations["nexo.io/admission-deploy-namespaces"] != "olm-proxies" {
+		t.Errorf("the deploy-limit binding changed: %v (%v)", limitBinding.Annotations, err)
+	}
+	for _, name := range []string{"nexo-managed-objects", "nexo-manager-deploy-limit", "nexo-no-token-secrets"} {
 		if err := admin.Get(ctx, client.ObjectKey{Name: name}, &admissionregistrationv1.ValidatingAdmissionPolicy{}); err != nil {
 			t.Errorf("policy %s: %v", name, err)
 		}
@@ -390,7 +412,7 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.Delete(ctx, legacy) })
-	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err != nil {
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}, olmLimits); err != nil {
 		t.Fatalf("with the 0.2.0 binding present: %v", err)
 	}
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); err != nil || legacy.Spec.ParamRef == nil || legacy.Spec.ParamRef.Name != binding.Name {
@@ -412,7 +434,7 @@ func TestOLMOperatorAppliesTheAdmissionPolicy(t *testing.T) {
 	if err := admin.Update(ctx, binding); err != nil {
 		t.Fatal(err)
 	}
-	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}); err == nil || !strings.Contains(err.Error(), "exists with another spec or parameters") {
+	if err := operator.ApplyAdmissionPolicy(ctx, sa, ns, []string{"olm-proxies"}, olmLimits); err == nil || !strings.Contains(err.Error(), "exists with another spec or parameters") {
 		t.Errorf("a changed binding: %v, want it reported", err)
 	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
