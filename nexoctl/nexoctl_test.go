@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -309,6 +310,30 @@ func TestClusterPreflight(t *testing.T) {
 	}
 	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.OK || res.Message != "deploys into shop; images from registry.example.com/nexo/proxy" {
 		t.Errorf("a deploy limit: %+v", res)
+	}
+	// Its admission binding holding it to another limit (an OLM config.env changed, the old
+	// binding kept): a warning naming both and the binding; once they agree, OK again.
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nexo-manager-deploy-limit-nexo-system",
+		Annotations: map[string]string{"nexo.io/admission-manager": "system:serviceaccount:nexo-system:nexo-manager",
+			"nexo.io/admission-deploy-namespaces": "shop,payments", "nexo.io/admission-image-repositories": "registry.example.com/nexo/proxy"}},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "nexo-manager-deploy-limit",
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}
+	if err := k8s.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.Warning || !strings.Contains(res.Message, "nexo-manager-deploy-limit-nexo-system") ||
+		!strings.Contains(res.Message, `"shop,payments"`) || !strings.Contains(res.Message, "delete the binding") {
+		t.Errorf("a Manager and its admission binding disagreeing: %+v", res)
+	}
+	binding.Annotations["nexo.io/admission-deploy-namespaces"] = " shop "
+	if err := k8s.Update(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.OK {
+		t.Errorf("a Manager and its admission binding agreeing: %+v", res)
+	}
+	if err := k8s.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
 	}
 	for _, o := range []client.Object{mgr, status} {
 		if err := k8s.Delete(ctx, o); err != nil {

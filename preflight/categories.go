@@ -3,11 +3,13 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/config/admission"
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/fingerprint"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -455,7 +458,38 @@ func checkDeployLimit(ctx context.Context, e *Env) Outcome {
 	case repos == "":
 		return warn("the Manager may deploy into " + ns + " but may roll out no image: no image repository is allowed")
 	}
+	if msg := admissionLimitDiffers(ctx, e, ns, repos); msg != "" {
+		return warn(msg)
+	}
 	return ok("deploys into " + ns + "; images from " + repos)
+}
+
+// admissionLimitDiffers compares the limit the Manager reports with the one its admission binding
+// holds it to (docs/security.md, "The cluster's own limit"), and says how they differ; "" when
+// they agree, or when no binding can be read (admission policy off, or no right to read it).
+func admissionLimitDiffers(ctx context.Context, e *Env, namespaces, repositories string) string {
+	bindings := &admissionregistrationv1.ValidatingAdmissionPolicyBindingList{}
+	if err := e.Client.List(ctx, bindings); err != nil {
+		return ""
+	}
+	same := func(a, b string) bool {
+		x, y := wire.SplitNamespaces(a), wire.SplitNamespaces(b)
+		slices.Sort(x)
+		slices.Sort(y)
+		return slices.Equal(x, y)
+	}
+	for _, b := range bindings.Items {
+		if b.Spec.PolicyName != admission.DeployLimitPolicy || b.Annotations[admission.ManagerAnnotation] != admission.ManagerUser(e.Namespace) {
+			continue
+		}
+		held, heldRepos := b.Annotations[admission.DeployNamespacesAnnotation], b.Annotations[admission.ImageRepositoriesAnnotation]
+		if same(held, namespaces) && same(heldRepos, repositories) {
+			return ""
+		}
+		return fmt.Sprintf("the Manager reports deploy namespaces %q and image repositories %q, but its admission binding %s holds it to %q and %q: the API server refuses what the binding does not allow. Set the limit once where the install is configured; under OLM, delete the binding and the operator recreates it",
+			namespaces, repositories, b.Name, held, heldRepos)
+	}
+	return ""
 }
 
 func checkImagesPinned(ctx context.Context, e *Env) Outcome {

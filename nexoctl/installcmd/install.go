@@ -229,6 +229,9 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 		if err := needsControlPlaneURL(effective); err != nil {
 			return err
 		}
+		if err := deployNamespacesExist(ctx, penv.Client, effective); err != nil {
+			return err
+		}
 		if err := refuseDowngrade(hcfg, release, req.lifecycle.force); err != nil {
 			return err
 		}
@@ -501,6 +504,33 @@ func needsControlPlaneURL(vals map[string]any) error {
 		return nil
 	}
 	return cliopts.Fail(cliopts.ExitCannot, "no Control Plane URL: pass --control-plane-url with the URL from the Control Plane's install command (or --set manager.enabled=false to install without the Manager); nothing was changed")
+}
+
+// deployNamespacesExist checks that every namespace of manager.deployNamespaces exists: the chart
+// puts the Manager's write RoleBinding in each, and Helm would fail half-way through otherwise.
+func deployNamespacesExist(ctx context.Context, c client.Client, vals map[string]any) error {
+	mgr, _ := vals["manager"].(map[string]any)
+	if enabled, ok := mgr["enabled"].(bool); ok && !enabled {
+		return nil
+	}
+	list, _ := mgr["deployNamespaces"].([]any)
+	var missing []string
+	for _, v := range list {
+		ns, _ := v.(string)
+		if ns == "" || ns == "*" {
+			continue
+		}
+		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
+			missing = append(missing, ns)
+		} else if err != nil {
+			return cliopts.Fail(cliopts.ExitCannot, "reading namespace %s (manager.deployNamespaces): %v", ns, err)
+		}
+	}
+	if len(missing) > 0 {
+		return cliopts.Fail(cliopts.ExitCannot, "manager.deployNamespaces names %s, which does not exist: create it first (kubectl create namespace %s), since the Manager's write rights are a RoleBinding there; nothing was changed",
+			strings.Join(missing, ", "), strings.Join(missing, " "))
+	}
+	return nil
 }
 
 // copyValues copies nested value maps, so merging into the copy leaves vals as given.

@@ -164,6 +164,16 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	// The cluster admin adds the cluster's own limit (docs/security.md): the Control Plane's
 	// command cannot carry it, and without it the Manager deploys nowhere.
 	install = append(install, "--set", "manager.deployNamespaces={shop}", "--set", "manager.allowedImageRepositories={registry.example.com/nexo/proxy}")
+	// A deploy namespace must exist first (the Manager's write RoleBinding goes there): refused
+	// before any change, saying so.
+	early := exec.Command(bins["nexoctl"], append(install, "--kubeconfig", cluster.Kubeconfig)...)
+	early.Dir = dir
+	if out, err := early.CombinedOutput(); err == nil || !strings.Contains(string(out), "kubectl create namespace shop") || !strings.Contains(string(out), "nothing was changed") {
+		t.Fatalf("install with manager.deployNamespaces naming a missing namespace: %v\n%s", err, out)
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}); err != nil {
+		t.Fatal(err)
+	}
 	if out := nexoctl(install...); !strings.Contains(out, "installed") {
 		t.Fatalf("install: %s", out)
 	}
@@ -183,7 +193,6 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	_ = os.WriteFile(path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
 	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, vendorKey)
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
 	} {
 		if err := k8s.Create(ctx, o); err != nil {
