@@ -317,6 +317,16 @@ func installAndCheck(t *testing.T, m mode) {
 	if got := binding.Annotations["nexo.io/admission-manager"]; got != "system:serviceaccount:"+installNS+":nexo-manager" {
 		t.Errorf("the admission binding admits %q as the Manager", got)
 	}
+	// And its Manager's deploy-limit binding, from the Subscription's config.env.
+	limit := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	poll(t, "the operator applies its deploy-limit binding", time.Minute, olmLogs, func() (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-manager-deploy-limit-" + installNS}, limit)
+		return err == nil, fmt.Sprint(err)
+	})
+	if a := limit.Annotations; a["nexo.io/admission-deploy-namespaces"] != protocol.AllowAll || a["nexo.io/admission-image-repositories"] != protocol.AllowAll ||
+		a["nexo.io/admission-manager"] != "system:serviceaccount:"+installNS+":nexo-manager" {
+		t.Errorf("the deploy-limit binding carries %v, want config.env's limits for %s's Manager", a, installNS)
+	}
 
 	// Outside the OperatorGroup the Manager deploys nothing: its ack names the namespaces it serves.
 	if m.targets != nil {
