@@ -56,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	// Tenancy (tenancyapi.go): the admin token or a principal's, authorized by role.
 	mux.HandleFunc("POST /admin/tenants", s.admin("tenant.create", s.createTenant))
+	mux.HandleFunc("PUT /admin/tenants/{tenant}/entitlement", s.admin("tenant.entitlement", s.setEntitlement))
 	for _, route := range []struct {
 		pattern string
 		action  targeting.Action
@@ -73,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/rollout", targeting.Rollout, s.rolloutThroughStage},
 		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/uninstall", targeting.Uninstall, s.uninstallThroughStage},
 		{"GET /admin/tenants/{tenant}/audit", targeting.ReadAudit, s.tenantAudit},
+		{"GET /admin/tenants/{tenant}/entitlement", targeting.ReadTargets, s.getEntitlement},
 	} {
 		mux.HandleFunc(route.pattern, s.tenantRoute(route.action, route.h))
 	}

@@ -92,7 +92,7 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises anyway
-	if _, err := db.Exec(schema + auditSchema + tenancySchema); err != nil {
+	if _, err := db.Exec(schema + auditSchema + tenancySchema + entitlementSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create schema: %w", err)
 	}

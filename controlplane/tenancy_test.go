@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
@@ -52,6 +53,7 @@ func newTenancy(t *testing.T) *tenancy {
 	for ns, tier := range map[string]string{"web": "web", "db": "data"} {
 		must(c.do("PUT", acme+"/environments/"+tn.env.ID+"/namespace-targets/"+ns, tn.tokens[targeting.TenantAdmin], map[string]any{"labels": map[string]string{"tier": tier}}, nil), 200, "target "+ns)
 	}
+	must(c.do("PUT", acme+"/entitlement", admin, targeting.Entitlement{MaxProxies: 10, ExpiresAt: time.Now().Add(24 * time.Hour)}, nil), 200, "entitlement")
 	must(c.do("PUT", acme+"/projects/shop/stages/prod", tn.tokens[targeting.ProjectManager],
 		controlplane.StageSpec{Environments: map[string]string{"env": "production", "team": "payments"}, Namespaces: map[string]string{"tier": "web"}}, nil), 200, "stage prod")
 	return tn
@@ -243,5 +245,84 @@ func TestTenancyRefusals(t *testing.T) {
 	tn.do("GET", acme+"/projects/shop/stages/prod/targets", alice, nil, &out)
 	if len(out.Targets) != 2 || !out.Targets[1].Eligible {
 		t.Errorf("after the refusals: %+v", out.Targets)
+	}
+}
+
+// The license entitlement is the last check of a deploy through a stage: none, expired, or one
+// that the proxies the tenant's environments report plus this deploy's new ones would exceed is
+// refused with 403 and the reason, and nothing is queued; a proxy deployed again does not count
+// twice. Only the platform admin sets it; the tenant's roles read it.
+func TestLicenseEntitlement(t *testing.T) {
+	tn := newTenancy(t)
+	editor := tn.tokens[targeting.Editor]
+	proxy := func(name string) json.RawMessage {
+		return json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoProxy","metadata":{"name":"` + name + `","namespace":"web"},"spec":{}}`)
+	}
+	deploy := func(names ...string) (int, string) {
+		var ms []json.RawMessage
+		for _, n := range names {
+			ms = append(ms, proxy(n))
+		}
+		var e protocol.Error
+		code := tn.do("POST", acme+"/projects/shop/stages/prod/deploy", editor, controlplane.StageDeploy{Environment: tn.env.ID, Namespace: "web", Manifests: ms}, &e)
+		return code, e.Error
+	}
+	entitle := func(token string, max int, expires time.Time) int {
+		return tn.do("PUT", acme+"/entitlement", token, targeting.Entitlement{MaxProxies: max, ExpiresAt: expires}, nil)
+	}
+	// The cluster reports two proxies in web: orders and billing.
+	hb := heartbeat("cluster-eu")
+	hb.Limits = &protocol.Limits{Namespaces: []string{"web"}, ImageRepositories: []string{"*"}}
+	hb.Deployments = []protocol.Deployment{{Namespace: "web", Name: "orders", Replicas: 1}, {Namespace: "web", Name: "billing", Replicas: 1}}
+	if code := tn.do("POST", "/v1/heartbeat", tn.env.Token, hb, nil); code != 200 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+	if code := entitle(tn.tokens[targeting.TenantAdmin], 100, time.Now().Add(time.Hour)); code != 401 {
+		t.Errorf("a tenant admin raising its own entitlement: %d, want 401 (the admin token only)", code)
+	}
+	if code := entitle(admin, 3, time.Now().Add(time.Hour)); code != 200 {
+		t.Fatalf("entitlement: %d", code)
+	}
+	var got targeting.Entitlement
+	if code := tn.do("GET", acme+"/entitlement", tn.tokens[targeting.TenantAdmin], nil, &got); code != 200 || got.MaxProxies != 3 {
+		t.Errorf("the tenant admin reading the entitlement: %d %+v", code, got)
+	}
+	if code := tn.do("GET", acme+"/entitlement", tn.tokens[targeting.Viewer], nil, nil); code != 403 {
+		t.Errorf("a project's viewer reading the tenant's entitlement: %d, want 403", code)
+	}
+	// 2 reported + 2 new > 3.
+	if code, msg := deploy("search", "cart"); code != 403 || !strings.Contains(msg, "allows 3 proxies: 2 deployed and 2 new in this deploy would make 4") {
+		t.Errorf("over the entitlement: %d %s", code, msg)
+	}
+	// Deploying orders again adds nothing: 2 + 1 (search) = 3.
+	if code, msg := deploy("orders", "search"); code != 201 {
+		t.Errorf("within the entitlement: %d %s", code, msg)
+	}
+	if code := entitle(admin, 3, time.Now().Add(-time.Minute)); code != 200 {
+		t.Fatal("expired entitlement")
+	}
+	if code, msg := deploy("orders"); code != 403 || !strings.Contains(msg, "expired") {
+		t.Errorf("an expired entitlement: %d %s", code, msg)
+	}
+	// Bad input changes nothing.
+	if code := entitle(admin, -1, time.Now().Add(time.Hour)); code != 400 {
+		t.Errorf("a negative maximum: %d", code)
+	}
+	if code := tn.do("PUT", "/admin/tenants/nobody/entitlement", admin, targeting.Entitlement{MaxProxies: 1, ExpiresAt: time.Now().Add(time.Hour)}, nil); code != 404 {
+		t.Errorf("an unknown tenant: %d", code)
+	}
+	// Without one: refused, and the refusal is audited with its reason.
+	if code := tn.do("GET", "/admin/tenants/globex/entitlement", admin, nil, nil); code != 404 {
+		t.Errorf("globex's entitlement: %d, want 404 (none)", code)
+	}
+	var v controlplane.EnvironmentView
+	tn.do("GET", "/admin/environments/"+tn.env.ID, admin, nil, &v)
+	if len(v.Commands) != 1 {
+		t.Errorf("%d commands queued, want the one deploy within the entitlement", len(v.Commands))
+	}
+	var page controlplane.AuditPage
+	tn.do("GET", acme+"/audit?action=deploy&decision=refused", tn.tokens[targeting.TenantAdmin], nil, &page)
+	if len(page.Records) != 2 || !strings.Contains(page.Records[0].Reason, "license entitlement") {
+		t.Errorf("refused deploys in the audit: %+v", page.Records)
 	}
 }

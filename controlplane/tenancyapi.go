@@ -477,9 +477,9 @@ func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace
 // deployThroughStage is POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy
 // {"environment", "namespace", "manifests"}. In order: the caller's role (tenantRoute), the
 // project's stage, the environment in the same tenant, its labels, the namespace target and its
-// labels, and the namespaces the cluster last reported it allows; only then are the manifests
-// signed and queued. The license entitlement is enforced in the cluster by the operator (the
-// Control Plane holds no license).
+// labels, the namespaces the cluster last reported it allows, and the tenant's license
+// entitlement (entitlement.go); only then are the manifests signed and queued. The operator
+// enforces the cluster's license document again in the cluster.
 func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ caller) {
 	var req StageDeploy
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20)).Decode(&req); err != nil {
@@ -492,6 +492,15 @@ func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ ca
 	}
 	env, _, ok := s.stageRow(w, r, req.Environment, req.Namespace)
 	if !ok {
+		return
+	}
+	refusal, err := s.entitled(r.Context(), r.PathValue("tenant"), req.Environment, req.Namespace, req.Manifests)
+	if err != nil {
+		s.storageError(w, err)
+		return
+	}
+	if refusal != nil {
+		writeError(w, http.StatusForbidden, "%v", refusal)
 		return
 	}
 	s.queue(w, r, env, protocol.Command{Type: protocol.Deploy, Namespaces: []string{req.Namespace}, Manifests: req.Manifests})

@@ -183,6 +183,16 @@ func TestTenancyCommands(t *testing.T) {
 	if _, err := as("alice", "stage", "deploy", "prod", "--tenant", "acme", "--project", "shop", "--env", envID, "--namespace", "web", "-f", p("m.yaml")); err == nil || !strings.Contains(err.Error(), "has not reported") {
 		t.Errorf("deploy before the cluster reported its limits: %v", err)
 	}
+	// The entitlement: the admin token sets it, the tenant admin reads it, bad dates are refused.
+	if out, err := as("", "tenant", "entitlement", "acme", "--max-proxies", "5", "--expires", "2099-12-31"); err != nil || !strings.Contains(out, "at most 5 proxies, until 2099-12-31T00:00:00Z") {
+		t.Errorf("setting the entitlement: %v\n%s", err, out)
+	}
+	if out, err := as("alice", "tenant", "entitlement", "acme"); err != nil || !strings.Contains(out, "at most 5 proxies") {
+		t.Errorf("the tenant admin reading the entitlement: %v\n%s", err, out)
+	}
+	if _, err := as("", "tenant", "entitlement", "acme", "--max-proxies", "5", "--expires", "next year"); err == nil || !strings.Contains(err.Error(), "want a date") {
+		t.Errorf("a bad date: %v", err)
+	}
 	if _, err := as("dave", "stage", "set", "prod", "--tenant", "acme", "--project", "shop", "--environments", "env=staging", "--namespaces", "tier=web"); err == nil || !strings.Contains(err.Error(), "may not stage.set") {
 		t.Errorf("a viewer set a stage: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -68,6 +69,35 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 			return nil
 		},
 	})
+
+	var maxProxies int
+	var expires string
+	entitle := &cobra.Command{
+		Use: "entitlement NAME [--max-proxies N --expires DATE]", Short: "Show a tenant's license entitlement, or set it (the admin token): the proxies a deploy through a stage may bring it to, and until when",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			path := "/admin/tenants/" + args[0] + "/entitlement"
+			var e targeting.Entitlement
+			if c.Flags().Changed("max-proxies") || c.Flags().Changed("expires") {
+				at, err := time.Parse(time.RFC3339, expires)
+				if err != nil {
+					if at, err = time.Parse(time.DateOnly, expires); err != nil {
+						return fmt.Errorf("--expires %q: want a date (2027-12-31) or an RFC 3339 time", expires)
+					}
+				}
+				if err := call("PUT", path, targeting.Entitlement{MaxProxies: maxProxies, ExpiresAt: at}, &e); err != nil {
+					return err
+				}
+			} else if err := call("GET", path, nil, &e); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "tenant %s: at most %d proxies, until %s\n", args[0], e.MaxProxies, e.ExpiresAt.UTC().Format(time.RFC3339))
+			return nil
+		},
+	}
+	entitle.Flags().IntVar(&maxProxies, "max-proxies", 0, "the most proxies the tenant's environments may run, counted as they report them")
+	entitle.Flags().StringVar(&expires, "expires", "", "when the entitlement ends (2027-12-31, or an RFC 3339 time)")
+	tenantCmd.AddCommand(entitle)
 
 	principal := &cobra.Command{Use: "principal", Short: "Principals: people and pipelines with their own API tokens"}
 	pcreate := &cobra.Command{

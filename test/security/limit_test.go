@@ -2,34 +2,25 @@ package security_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/config/admission"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
-	"github.com/nexo-io/nexo-edge/contract/scheme"
-	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 	"github.com/nexo-io/nexo-edge/manager"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
@@ -69,16 +60,7 @@ func TestDeployOutsideTheLimitRefusedThreeTimes(t *testing.T) {
 
 	// The Control Plane: tenant acme, environment prod (env=production) with namespace targets
 	// shop and elsewhere, and a stage that selects both.
-	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
-	store, err := controlplane.Open(filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	const adminToken = "limit-test-admin-token"
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
-	defer srv.Close()
-	api := controlplane.AdminClient{URL: srv.URL, Token: adminToken}
+	api, cpPub := startControlPlane(t)
 	const acme = "/admin/tenants/acme"
 	var env controlplane.NewEnvironment
 	for _, step := range []struct {
@@ -88,6 +70,7 @@ func TestDeployOutsideTheLimitRefusedThreeTimes(t *testing.T) {
 		{"POST", "/admin/tenants", map[string]string{"name": "acme"}, nil},
 		{"POST", acme + "/projects", map[string]string{"name": "shop"}, nil},
 		{"POST", acme + "/environments", map[string]string{"name": "prod"}, &env},
+		{"PUT", acme + "/entitlement", targeting.Entitlement{MaxProxies: 10, ExpiresAt: time.Now().Add(time.Hour)}, nil},
 	} {
 		if err := api.Do(step.method, step.path, step.body, step.out); err != nil {
 			t.Fatal(err)
@@ -106,35 +89,12 @@ func TestDeployOutsideTheLimitRefusedThreeTimes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(env.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	// The Manager as the chart's ServiceAccount, with the limit the chart gave it; and the same
 	// Manager with its own check bypassed.
-	cfg, err := testinstall.Manager(ctx, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := scheme.New()
-	_ = apiextensionsv1.AddToScheme(s)
-	sa, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newManager := func(limits protocol.Limits) *manager.Agent {
-		return manager.New(manager.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.3.0", Log: logr.Discard(), RESTConfig: cfg,
-			Limits: limits, TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
-				return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
-			}}, sa, d)
-	}
-	honest := newManager(protocol.Limits{Namespaces: []string{"shop"}, ImageRepositories: []string{allowedRepository}})
-	bypassed := newManager(protocol.Limits{Namespaces: []string{protocol.AllowAll}, ImageRepositories: []string{protocol.AllowAll}})
+	m := newChartManager(t, api.URL, env.Token, cpPub)
+	sa := m.client
+	honest := m.agent(protocol.Limits{Namespaces: []string{"shop"}, ImageRepositories: []string{allowedRepository}})
+	bypassed := m.agent(protocol.Limits{Namespaces: []string{protocol.AllowAll}, ImageRepositories: []string{protocol.AllowAll}})
 	round := func(a *manager.Agent) {
 		t.Helper()
 		if _, err := a.Round(ctx); err != nil {
@@ -178,7 +138,7 @@ func TestDeployOutsideTheLimitRefusedThreeTimes(t *testing.T) {
 	round(honest) // the heartbeat that reports the limit
 
 	// 1. The Control Plane refuses: elsewhere is eligible, and refused by the cluster.
-	err = api.Do("POST", acme+"/projects/shop/stages/prod/deploy", controlplane.StageDeploy{Environment: env.ID, Namespace: "elsewhere", Manifests: []json.RawMessage{manifest("elsewhere", "via-stage")}}, nil)
+	err := api.Do("POST", acme+"/projects/shop/stages/prod/deploy", controlplane.StageDeploy{Environment: env.ID, Namespace: "elsewhere", Manifests: []json.RawMessage{manifest("elsewhere", "via-stage")}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(err.Error(), "refused by the cluster") {
 		t.Errorf("a stage deploy into elsewhere: %v, want 409 eligible, refused by the cluster", err)
 	}

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"
@@ -243,43 +244,14 @@ func TestOnlyTheManagerChangesManagedObjects(t *testing.T) {
 // apply, through the admission policy), a rollout, an uninstall, and the Lease.
 func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	ctx := context.Background()
-	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
-	store, err := controlplane.Open(filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	const adminToken = "security-test-admin-token"
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
-	defer srv.Close()
-	api := controlplane.AdminClient{URL: srv.URL, Token: adminToken}
+	api, cpPub := startControlPlane(t)
 	var env controlplane.NewEnvironment
 	if err := api.Do("POST", "/admin/environments", map[string]string{"name": "security"}, &env); err != nil {
 		t.Fatal(err)
 	}
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(env.Token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := testinstall.Manager(ctx, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := scheme.New()
-	_ = apiextensionsv1.AddToScheme(s)
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := manager.New(manager.Config{TokenFile: tokenFile, ControlPlaneURL: srv.URL, Namespace: testinstall.Namespace, Version: "0.2.0", Log: logr.Discard(), RESTConfig: cfg,
-		Limits: protocol.Limits{Namespaces: []string{protocol.AllowAll}, ImageRepositories: []string{protocol.AllowAll}},
-		TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
-			return map[string]ed25519.PublicKey{signature.KeyID(cpPub): cpPub}, nil
-		}}, c, d)
+	m := newChartManager(t, api.URL, env.Token, cpPub)
+	a := m.agent(protocol.Limits{Namespaces: []string{protocol.AllowAll}, ImageRepositories: []string{protocol.AllowAll}})
+	cfg := m.cfg
 
 	// The Lease: this Manager becomes the active one under its own RBAC.
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -320,6 +292,61 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 	if view.Inventory == nil || view.Inventory.ClusterID == "" || len(view.Inventory.InstalledKinds) == 0 {
 		t.Errorf("inventory under the Manager's RBAC: %+v", view.Inventory)
 	}
+}
+
+// startControlPlane runs the reference Control Plane with its SQLite file for the test, and
+// returns an admin client and the public key it signs commands with.
+func startControlPlane(t *testing.T) (controlplane.AdminClient, ed25519.PublicKey) {
+	t.Helper()
+	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
+	store, err := controlplane.Open(filepath.Join(t.TempDir(), "cp.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const adminToken = "security-test-admin-token"
+	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+	t.Cleanup(func() { srv.Close(); _ = store.Close() })
+	return controlplane.AdminClient{URL: srv.URL, Token: adminToken}, cpPub
+}
+
+// chartManager builds Managers that run as the chart's nexo-manager ServiceAccount and connect to
+// the Control Plane at url with a connect token, trusting cpPub.
+type chartManager struct {
+	cfg       *rest.Config
+	client    client.Client
+	discovery discovery.DiscoveryInterface
+	tokenFile string
+	url       string
+	trusted   ed25519.PublicKey
+}
+
+func newChartManager(t *testing.T, url, token string, cpPub ed25519.PublicKey) *chartManager {
+	t.Helper()
+	m := &chartManager{url: url, trusted: cpPub, tokenFile: filepath.Join(t.TempDir(), "token")}
+	if err := os.WriteFile(m.tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if m.cfg, err = testinstall.Manager(context.Background(), cluster); err != nil {
+		t.Fatal(err)
+	}
+	s := scheme.New()
+	_ = apiextensionsv1.AddToScheme(s)
+	if m.client, err = client.New(m.cfg, client.Options{Scheme: s}); err != nil {
+		t.Fatal(err)
+	}
+	if m.discovery, err = discovery.NewDiscoveryClientForConfig(m.cfg); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// agent is a Manager with limits as its own (the chart's RBAC and admission are the cluster's).
+func (m *chartManager) agent(limits protocol.Limits) *manager.Agent {
+	return manager.New(manager.Config{TokenFile: m.tokenFile, ControlPlaneURL: m.url, Namespace: testinstall.Namespace, Version: catalog.BuildVersion, Log: logr.Discard(), RESTConfig: m.cfg,
+		Limits: limits, TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
+			return map[string]ed25519.PublicKey{signature.KeyID(m.trusted): m.trusted}, nil
+		}}, m.client, m.discovery)
 }
 
 // TestOLMOperatorAppliesTheAdmissionPolicy: an OLM bundle cannot carry the policies, so the CSV
