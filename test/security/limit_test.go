@@ -3,6 +3,7 @@ package security_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -214,15 +215,33 @@ func TestDeployOutsideTheLimitRefusedThreeTimes(t *testing.T) {
 	}
 	_ = admin.Delete(ctx, theirs)
 
-	// A proxy image: inside the limit's namespaces, only from the allowed repository.
-	if err := sa.Create(ctx, proxy("shop", "evil", "evil.example.com/miner:1")); err == nil || !strings.Contains(err.Error(), "outside this cluster's image repositories") {
-		t.Errorf("the Manager's ServiceAccount setting evil.example.com/miner: %v, want refused by admission", err)
+	// A proxy image: inside the limit's namespaces, only from the allowed repository, compared
+	// whole (a longer name sharing its prefix is another repository), with or without a tag or
+	// digest.
+	digest := "@sha256:" + strings.Repeat("a", 64)
+	for i, c := range []struct {
+		image   string
+		allowed bool
+	}{
+		{"evil.example.com/miner:1", false},
+		{allowedRepository + "-evil:1", false},
+		{allowedRepository + "/sub:1", false},
+		{"registry.example.com/nexo:1", false},
+		{allowedRepository + ":0.3.1", true},
+		{allowedRepository + digest, true},
+		{allowedRepository + ":0.3.1" + digest, true},
+		{allowedRepository, true},
+	} {
+		p := proxy("shop", fmt.Sprintf("image-%d", i), c.image)
+		err := sa.Create(ctx, p)
+		switch {
+		case c.allowed && err != nil:
+			t.Errorf("the Manager's ServiceAccount setting %s: %v", c.image, err)
+		case !c.allowed && (err == nil || !strings.Contains(err.Error(), "outside this cluster's image repositories")):
+			t.Errorf("the Manager's ServiceAccount setting %s: %v, want refused by admission", c.image, err)
+		}
+		_ = admin.Delete(ctx, p)
 	}
-	good := proxy("shop", "good", allowedRepository+":0.3.1")
-	if err := sa.Create(ctx, good); err != nil {
-		t.Errorf("the Manager's ServiceAccount setting %s: %v", allowedRepository, err)
-	}
-	_ = admin.Delete(ctx, good)
 
 	// Nobody but the Manager is held by it: an admin writes in elsewhere as before.
 	if err := admin.Create(ctx, proxy("elsewhere", "admins", "evil.example.com/miner:1")); err != nil {
