@@ -422,11 +422,24 @@ func WaitCRDsServed(ctx context.Context, admin *rest.Config, kinds int, timeout 
 	if err != nil {
 		return err
 	}
+	gv := catalog.Group + "/" + catalog.Version
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		res, err := dc.ServerResourcesForGroupVersion(catalog.Group + "/" + catalog.Version)
-		if err != nil {
+		res, err := dc.ServerResourcesForGroupVersion(gv)
+		if err != nil || len(res.APIResources) < kinds {
 			return false, nil
 		}
-		return len(res.APIResources) >= kinds, nil
+		// The group's own endpoint can serve the kinds before the API server's aggregated
+		// discovery (/apis, which a controller-runtime REST mapper reads) lists them: wait for
+		// both, or a process started now may find no mapping for a kind and exit.
+		_, lists, err := dc.ServerGroupsAndResources()
+		if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+			return false, nil
+		}
+		for _, l := range lists {
+			if l.GroupVersion == gv {
+				return len(l.APIResources) >= kinds, nil
+			}
+		}
+		return false, nil
 	})
 }
