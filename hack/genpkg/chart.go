@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	helmchart "helm.sh/helm/v3/pkg/chart"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
@@ -147,33 +148,42 @@ func chartAdmissionPolicies() error {
 			shared = append(shared, sharedPolicy{meta.Kind, meta.Metadata.Name, strings.TrimSpace(body)})
 		}
 	}
-	// The installation's binding, built with stand-ins the template's Helm expressions replace.
-	const nsToken, scopeToken = "RELEASE-NAMESPACE", "WATCHED-NAMESPACES"
-	b, err := bindingYAML(admission.Installation(nsToken, []string{scopeToken}))
+	// The installation's two bindings, built with stand-ins the template's Helm expressions
+	// replace: the namespaces it serves, and its Manager's limits (the values the Manager reads).
+	const nsToken, scopeToken, deployToken, imagesToken = "RELEASE-NAMESPACE", "WATCHED-NAMESPACES", "DEPLOY-NAMESPACES", "IMAGE-REPOSITORIES"
+	binding, err := chartBinding(admission.Installation(nsToken, []string{scopeToken}), map[string]string{
+		nsToken: "{{ .Release.Namespace }}",
+		admission.NamespacesAnnotation + ": " + scopeToken: admission.NamespacesAnnotation + ": {{ include \"nexo.admissionScope\" . | quote }}",
+	})
 	if err != nil {
 		return err
 	}
-	binding := strings.Replace(b, partOf[1:], "  labels:\n"+chartLabels, 1)
-	binding = strings.ReplaceAll(binding, admission.NamespacesAnnotation+": "+scopeToken, admission.NamespacesAnnotation+": {{ include \"nexo.admissionScope\" . | quote }}")
-	binding = strings.ReplaceAll(binding, nsToken, "{{ .Release.Namespace }}")
-	if strings.Contains(binding, scopeToken) || !strings.Contains(binding, "{{ .Release.Namespace }}") {
-		return fmt.Errorf("admission.Installation: the chart template did not take the release namespace and scope:\n%s", binding)
-	}
-	// The Manager's deploy-limit binding: its limits are the chart values the Manager reads.
-	const deployToken, imagesToken = "DEPLOY-NAMESPACES", "IMAGE-REPOSITORIES"
-	d, err := bindingYAML(admission.DeployLimit(nsToken, []string{deployToken}, []string{imagesToken}))
+	limit, err := chartBinding(admission.DeployLimit(nsToken, []string{deployToken}, []string{imagesToken}), map[string]string{
+		nsToken: "{{ .Release.Namespace }}",
+		admission.DeployNamespacesAnnotation + ": " + deployToken:  admission.DeployNamespacesAnnotation + ": {{ join \",\" .Values.manager.deployNamespaces | quote }}",
+		admission.ImageRepositoriesAnnotation + ": " + imagesToken: admission.ImageRepositoriesAnnotation + ": {{ join \",\" .Values.manager.allowedImageRepositories | quote }}",
+	})
 	if err != nil {
 		return err
-	}
-	limit := strings.Replace(d, partOf[1:], "  labels:\n"+chartLabels, 1)
-	limit = strings.ReplaceAll(limit, admission.DeployNamespacesAnnotation+": "+deployToken,
-		admission.DeployNamespacesAnnotation+": {{ join \",\" .Values.manager.deployNamespaces | quote }}")
-	limit = strings.ReplaceAll(limit, admission.ImageRepositoriesAnnotation+": "+imagesToken,
-		admission.ImageRepositoriesAnnotation+": {{ join \",\" .Values.manager.allowedImageRepositories | quote }}")
-	limit = strings.ReplaceAll(limit, nsToken, "{{ .Release.Namespace }}")
-	if strings.Contains(limit, deployToken) || strings.Contains(limit, imagesToken) || !strings.Contains(limit, "{{ .Release.Namespace }}") {
-		return fmt.Errorf("admission.DeployLimit: the chart template did not take the release namespace and limits:\n%s", limit)
 	}
 	return writeTemplate(filepath.Join(chartDir, "templates", "admission-policy.yaml"), "chart-admission-policy.yaml",
 		map[string]any{"Header": generatedHeader, "Shared": shared, "Binding": binding, "DeployLimit": limit})
+}
+
+// chartBinding renders an installation's binding as a chart template: the chart's labels, and
+// each stand-in replaced by its Helm expression. A stand-in left over is an error.
+func chartBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding, helm map[string]string) (string, error) {
+	const partOf = "  labels:\n    app.kubernetes.io/part-of: nexo-edge\n"
+	out, err := bindingYAML(b)
+	if err != nil {
+		return "", err
+	}
+	out = strings.Replace(out, partOf, "  labels:\n"+chartLabels, 1)
+	for _, standIn := range slices.Sorted(maps.Keys(helm)) {
+		if !strings.Contains(out, standIn) {
+			return "", fmt.Errorf("binding %s: the chart template did not take %q:\n%s", b.Name, standIn, out)
+		}
+		out = strings.ReplaceAll(out, standIn, helm[standIn])
+	}
+	return out, nil
 }

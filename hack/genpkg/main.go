@@ -154,64 +154,66 @@ func deployment(path string) (*appsv1.Deployment, error) {
 	return nil, fmt.Errorf("no Deployment in %s", path)
 }
 
-// rulesByKind reads the rules of the Roles and ClusterRoles of a config/ file, by kind (the
-// first object of each kind).
-func rulesByKind(path string) (map[string][]rbacv1.PolicyRule, error) {
+// roleDoc is a Role or ClusterRole as genpkg reads it.
+type roleDoc struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Rules []rbacv1.PolicyRule `json:"rules"`
+}
+
+// roleDocs reads the Roles and ClusterRoles of a config/ file, in order.
+func roleDocs(path string) ([]roleDoc, error) {
 	ds, err := docs(path)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]rbacv1.PolicyRule{}
+	var out []roleDoc
 	for _, d := range ds {
-		var obj struct {
-			Kind  string              `json:"kind"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(d, &obj); err != nil {
+		var r roleDoc
+		if err := yaml.Unmarshal(d, &r); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if _, seen := out[obj.Kind]; !seen && (obj.Kind == "Role" || obj.Kind == "ClusterRole") {
-			out[obj.Kind] = obj.Rules
+		if r.Kind == "Role" || r.Kind == "ClusterRole" {
+			out = append(out, r)
 		}
 	}
 	return out, nil
 }
 
-// namedRules reads the rules of the Role or ClusterRole name in a config/ file.
-func namedRules(path, kind, name string) ([]rbacv1.PolicyRule, error) {
-	ds, err := docs(path)
+// rulesByKind reads the rules of the Roles and ClusterRoles of a config/ file, by kind (the
+// first object of each kind).
+func rulesByKind(path string) (map[string][]rbacv1.PolicyRule, error) {
+	roles, err := roleDocs(path)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range ds {
-		var obj struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Rules []rbacv1.PolicyRule `json:"rules"`
-		}
-		if err := yaml.Unmarshal(d, &obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if obj.Kind == kind && obj.Metadata.Name == name {
-			return obj.Rules, nil
+	out := map[string][]rbacv1.PolicyRule{}
+	for _, r := range roles {
+		if _, seen := out[r.Kind]; !seen {
+			out[r.Kind] = r.Rules
 		}
 	}
-	return nil, fmt.Errorf("no %s %s in %s", kind, name, path)
+	return out, nil
 }
 
 // rulesOf reads the rules of the first object of kind in a config/ file.
-func rulesOf(path, kind string) ([]rbacv1.PolicyRule, error) {
-	byKind, err := rulesByKind(path)
+func rulesOf(path, kind string) ([]rbacv1.PolicyRule, error) { return namedRules(path, kind, "") }
+
+// namedRules reads the rules of the Role or ClusterRole name in a config/ file ("": the first
+// of its kind).
+func namedRules(path, kind, name string) ([]rbacv1.PolicyRule, error) {
+	roles, err := roleDocs(path)
 	if err != nil {
 		return nil, err
 	}
-	rules, ok := byKind[kind]
-	if !ok {
-		return nil, fmt.Errorf("no %s in %s", kind, path)
+	for _, r := range roles {
+		if r.Kind == kind && (name == "" || r.Metadata.Name == name) {
+			return r.Rules, nil
+		}
 	}
-	return rules, nil
+	return nil, fmt.Errorf("no %s %s in %s", kind, name, path)
 }
 
 func crdFiles() ([]string, error) {
