@@ -90,13 +90,10 @@ func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ caller
 
 // entitled checks a deploy of manifests into env/namespace against the tenant's entitlement:
 // the proxies its environments last reported (their inventories), plus the NexoProxies of this
-// deploy that env does not report yet. It returns the refusal, or a storage error.
-func (s *Server) entitled(ctx context.Context, tenant, env, namespace string, manifests []json.RawMessage) (refusal, err error) {
+// deploy that env does not report yet. envs are the tenant's environments, as the stage's
+// checks read them. It returns the refusal, or a storage error.
+func (s *Server) entitled(ctx context.Context, tenant string, envs []targeting.Environment, env, namespace string, manifests []json.RawMessage) (refusal, err error) {
 	e, err := s.Store.Entitlement(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
-	envs, err := s.Store.TenantEnvironments(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}

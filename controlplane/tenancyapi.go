@@ -424,9 +424,10 @@ type StageDeploy struct {
 
 // stageRow finds the row of a stage's targets for env and namespace (namespace "" for a
 // rollout, which is per environment), answering 404 or 409 with the reasons when a command may
-// not go there; it returns the environment and the limits its cluster last reported. The decision is targeting.Targets', so the targets query and a deploy never
-// disagree.
-func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace string) (Environment, *protocol.Limits, bool) {
+// not go there; it returns the environment and the tenant's environments as targeting read them
+// (labels, targets, the limits their clusters last reported). The decision is
+// targeting.Targets', so the targets query and a deploy never disagree.
+func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace string) (Environment, []targeting.Environment, bool) {
 	targets, envs, ok := s.stageTargets(w, r)
 	if !ok {
 		return Environment{}, nil, false
@@ -465,13 +466,7 @@ func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace
 		s.storageError(w, err)
 		return Environment{}, nil, false
 	}
-	var limits *protocol.Limits
-	for _, te := range envs {
-		if te.ID == env {
-			limits = te.Limits
-		}
-	}
-	return e, limits, true
+	return e, envs, true
 }
 
 // deployThroughStage is POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy
@@ -490,11 +485,11 @@ func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ ca
 		writeError(w, http.StatusBadRequest, "a namespace is required")
 		return
 	}
-	env, _, ok := s.stageRow(w, r, req.Environment, req.Namespace)
+	env, envs, ok := s.stageRow(w, r, req.Environment, req.Namespace)
 	if !ok {
 		return
 	}
-	refusal, err := s.entitled(r.Context(), r.PathValue("tenant"), req.Environment, req.Namespace, req.Manifests)
+	refusal, err := s.entitled(r.Context(), r.PathValue("tenant"), envs, req.Environment, req.Namespace, req.Manifests)
 	if err != nil {
 		s.storageError(w, err)
 		return
@@ -525,9 +520,13 @@ func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ c
 		writeError(w, http.StatusBadRequest, "image %q: %v", req.Image, err)
 		return
 	}
-	env, limits, ok := s.stageRow(w, r, req.Environment, "")
+	env, envs, ok := s.stageRow(w, r, req.Environment, "")
 	if !ok {
 		return
+	}
+	var limits *protocol.Limits
+	if i := slices.IndexFunc(envs, func(e targeting.Environment) bool { return e.ID == env.ID }); i >= 0 {
+		limits = envs[i].Limits
 	}
 	switch {
 	case limits == nil:
