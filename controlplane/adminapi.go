@@ -6,36 +6,19 @@ package controlplane
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
-	"github.com/nexo-io/nexo-edge/contract/signature"
 )
 
 // adminActor is who the admin token acts as in the audit history.
 const adminActor, adminRole = "admin", "admin"
-
-// admin guards an admin route with the admin token, and audits it as action: a request without
-// the token is recorded as refused, by an unknown actor.
-func (s *Server) admin(action string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if s.AdminToken == "" || subtle.ConstantTimeCompare([]byte(bearer(r)), []byte(s.AdminToken)) != 1 {
-			s.audited(action, "unknown", "none", func(w http.ResponseWriter, _ *http.Request) {
-				writeError(w, http.StatusUnauthorized, "admin token required")
-			})(w, r)
-			return
-		}
-		s.audited(action, adminActor, adminRole, h)(w, r)
-	}
-}
 
 // NewEnvironment is the admin API's answer to a registration: the token is shown this once.
 type NewEnvironment struct {
@@ -49,27 +32,49 @@ func randomID(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) {
+// pathEnvironment resolves the path's environment (404 otherwise) and makes it the audit target,
+// in its tenant's history.
+func (s *Server) pathEnvironment(r *http.Request) (Environment, error) {
+	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
+	if errors.Is(err, ErrNotFound) {
+		return env, fail(http.StatusNotFound, "no environment %s", r.PathValue("env"))
+	} else if err != nil {
+		return env, err
+	}
+	tenant, err := s.Store.EnvironmentTenant(r.Context(), env.ID)
+	if err != nil {
+		return env, err
+	}
+	auditOf(r).tenant, auditOf(r).target = tenant, env.ID
+	return env, nil
+}
+
+// createEnvironment is POST /admin/environments {"name"}: an environment outside any tenant.
+func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
 	var req struct {
 		Name string `json:"name"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || strings.TrimSpace(req.Name) == "" {
-		writeError(w, http.StatusBadRequest, "a name is required")
-		return
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	if err := validDisplayName("environment", req.Name); err != nil {
+		return err
 	}
 	env, token, err := s.registerEnvironment(r.Context(), req.Name)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "cannot register the environment")
-		s.log().Error("register environment", "error", err)
-		return
+		return err
 	}
 	auditOf(r).target = env.ID
 	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
+	return nil
 }
 
 // DefaultTokenGrace is how long a rotated connect token stays valid if the Manager never uses
 // the new one.
 const DefaultTokenGrace = 24 * time.Hour
+
+// MaxTokenGrace bounds how long a rotated connect token may stay valid.
+const MaxTokenGrace = 7 * 24 * time.Hour
 
 // RotatedToken is the admin API's answer to a token rotation: the new token is shown this once.
 type RotatedToken struct {
@@ -79,21 +84,28 @@ type RotatedToken struct {
 	OldValidUntil time.Time `json:"oldValidUntil"`
 }
 
-// rotateToken issues a new connect token for an environment (body: {"graceSeconds": n}, optional).
-func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
+// rotateToken is POST /admin/environments/{env}/token {"graceSeconds": n} (body optional).
+func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) error {
+	env, err := s.pathEnvironment(r)
+	if err != nil {
+		return err
+	}
+	return s.rotate(w, r, env)
+}
+
+// rotate issues a new connect token for env: the current one stays valid until the Manager
+// uses the new one, or for the grace the body asks (DefaultTokenGrace when none).
+func (s *Server) rotate(w http.ResponseWriter, r *http.Request, env Environment) error {
 	var req struct {
 		GraceSeconds int64 `json:"graceSeconds"`
 	}
 	if r.ContentLength != 0 {
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&req); err != nil || req.GraceSeconds < 0 {
-			writeError(w, http.StatusBadRequest, "body is {\"graceSeconds\": n} with n >= 0, or empty")
-			return
+		if err := decode(r, &req, smallBody); err != nil {
+			return err
 		}
 	}
-	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no environment %s", r.PathValue("env"))
-		return
+	if req.GraceSeconds < 0 || req.GraceSeconds > int64(MaxTokenGrace.Seconds()) {
+		return fail(http.StatusBadRequest, "graceSeconds must be between 0 and %d (7 days); 0 or none for the default (24 hours)", int64(MaxTokenGrace.Seconds()))
 	}
 	grace := DefaultTokenGrace
 	if req.GraceSeconds > 0 {
@@ -101,16 +113,15 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) {
 	}
 	token, err := connecttoken.New(env.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "cannot issue a token")
-		return
+		return err
 	}
 	until := s.now().Add(grace)
 	if err := s.Store.RotateToken(r.Context(), env.ID, connecttoken.Hash(token), until); err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
 	}
 	s.log().Info("connect token rotated", "environment", env.ID, "oldValidUntil", until.UTC().Format(time.RFC3339))
 	writeJSON(w, http.StatusOK, RotatedToken{Token: token, OldValidUntil: until})
+	return nil
 }
 
 // EnvironmentView is the admin API's view of an environment: inventory and command history.
@@ -145,10 +156,13 @@ type Health struct {
 	State      string `json:"state"`
 }
 
-func (s *Server) health(ctx context.Context, envID string, now time.Time) (Health, string) {
+func (s *Server) health(ctx context.Context, envID string, now time.Time) (Health, string, error) {
 	at, body, err := s.Store.LastHeartbeat(ctx, envID)
-	if err != nil || body == "" {
-		return Health{State: StateNever}, ""
+	if err != nil {
+		return Health{}, "", err
+	}
+	if body == "" {
+		return Health{State: StateNever}, "", nil
 	}
 	age := now.Sub(at)
 	secs := int64(age.Seconds())
@@ -159,7 +173,7 @@ func (s *Server) health(ctx context.Context, envID string, now time.Time) (Healt
 	case age > 3*interval:
 		h.State = StateStale
 	}
-	return h, body
+	return h, body, nil
 }
 
 // EnvironmentSummary is one row of the environment listing.
@@ -168,99 +182,70 @@ type EnvironmentSummary struct {
 	Health
 }
 
-func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
 	envs, err := s.Store.Environments(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
 	}
 	out := []EnvironmentSummary{}
 	now := s.now()
 	for _, e := range envs {
-		h, _ := s.health(r.Context(), e.ID, now)
+		h, _, err := s.health(r.Context(), e.ID, now)
+		if err != nil {
+			return err
+		}
 		out = append(out, EnvironmentSummary{Environment: e, Health: h})
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) {
-	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no environment %s", r.PathValue("env"))
-		return
+func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) error {
+	env, err := s.pathEnvironment(r)
+	if err != nil {
+		return err
 	}
 	view := EnvironmentView{Environment: env}
-	h, body := s.health(r.Context(), env.ID, s.now())
+	h, body, err := s.health(r.Context(), env.ID, s.now())
+	if err != nil {
+		return err
+	}
 	view.Health = h
 	if body != "" {
 		var hb protocol.Heartbeat
-		_ = json.Unmarshal([]byte(body), &hb)
+		if err := json.Unmarshal([]byte(body), &hb); err != nil {
+			return fmt.Errorf("stored heartbeat of %s: %w", env.ID, err)
+		}
 		hb.Deployments, view.InventoryComplete, err = s.Store.Inventory(r.Context(), env.ID)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "storage error")
-			return
+			return err
 		}
 		view.Inventory = &hb
 	}
-	view.Commands, _ = s.Store.Commands(r.Context(), env.ID)
+	if view.Commands, err = s.Store.Commands(r.Context(), env.ID); err != nil {
+		return err
+	}
 	if view.Commands == nil {
 		view.Commands = []CommandRecord{}
 	}
 	writeJSON(w, http.StatusOK, view)
+	return nil
 }
 
-// enqueue validates a command and queues it. Manifests are signed inside the queueing
-// transaction, for this environment (the audience) at the command's sequence number (the
-// revision), so a later command always carries a higher revision than an earlier one.
-func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
-	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no environment %s", r.PathValue("env"))
-		return
+// enqueue is POST /admin/environments/{env}/commands: the admin token's command, which skips
+// the stage checks (not the Manager's, nor the cluster's).
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	env, err := s.pathEnvironment(r)
+	if err != nil {
+		return err
 	}
 	var c protocol.Command
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20)).Decode(&c); err != nil {
-		writeError(w, http.StatusBadRequest, "command is not valid JSON: %v", err)
-		return
+	if err := decode(r, &c, manifestBody); err != nil {
+		return err
 	}
-	s.queue(w, r, env, c)
-}
-
-// queue prepares, signs and queues a command for env, and answers 201 {"id"}; a command the
-// environment cannot take is a 400 with the reason.
-func (s *Server) queue(w http.ResponseWriter, r *http.Request, env Environment, c protocol.Command) {
-	if err := s.prepare(r.Context(), env.ID, &c); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	c.ID = "cmd-" + randomID(8)
-	key, err := s.activeKey(r.Context())
+	objs, err := s.prepare(r.Context(), env.ID, &c, nil)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "no signing key")
-		return
+		return err
 	}
-	_, err = s.Store.Enqueue(r.Context(), env.ID, c.ID, c.Type, func(seq int64) (string, error) {
-		for i, raw := range c.Manifests {
-			signed, err := sign(key, raw, signature.Claims{Audience: env.ID, Revision: seq})
-			if err != nil {
-				return "", fmt.Errorf("manifest %d: %w", i, err)
-			}
-			c.Manifests[i] = signed
-		}
-		body, err := json.Marshal(c)
-		return string(body), err
-	})
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "cannot queue the command")
-		s.log().Error("enqueue", "environment", env.ID, "error", err)
-		return
-	}
-	auditOf(r).commandID = c.ID
-	if c.Type == protocol.Uninstall {
-		// The proxy leaves the deployed set now: a rollout queued after this never re-creates it.
-		if err := s.Store.Forget(r.Context(), env.ID, "NexoProxy", c.Proxy.Namespace, c.Proxy.Name); err != nil {
-			s.log().Error("forget uninstalled proxy", "environment", env.ID, "error", err)
-		}
-	}
-	writeJSON(w, http.StatusCreated, map[string]string{"id": c.ID})
+	return s.queue(w, r, env, c, objs, Origin{})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -16,17 +17,24 @@ type AdminClient struct {
 	Token string
 }
 
-// Do sends body as JSON and decodes the answer into out (when not nil).
+// Do sends body as JSON (none when nil) and decodes the answer into out (when not nil).
 func (c AdminClient) Do(method, path string, body, out any) error {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return err
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, strings.TrimSuffix(c.URL, "/")+path, bytes.NewReader(raw))
+	req, err := http.NewRequest(method, strings.TrimSuffix(c.URL, "/")+path, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -71,11 +72,11 @@ func chainHash(r AuditRecord) string {
 // Audit appends a record to the history, chained to the last one. Seq, At and the hashes are
 // set here.
 func (s *Store) Audit(ctx context.Context, r AuditRecord) (AuditRecord, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	ctx, tx, commit, done, err := s.begin(ctx)
 	if err != nil {
 		return r, err
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer done()
 	var last sql.NullInt64
 	var prev sql.NullString
 	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&last, &prev); err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -87,7 +88,8 @@ func (s *Store) Audit(ctx context.Context, r AuditRecord) (AuditRecord, error) {
 		r.Seq, r.At.Format(time.RFC3339Nano), r.Tenant, r.Actor, r.Role, r.Action, r.Target, r.Decision, r.Reason, r.CommandID, r.PrevHash, r.Hash); err != nil {
 		return r, err
 	}
-	return r, tx.Commit()
+	txOf(ctx).head = &r
+	return r, commit()
 }
 
 // AuditFilter selects records: each set field must match exactly; After is a cursor (the last
@@ -112,7 +114,7 @@ func (s *Store) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, i
 			where, args = append(where, col+" = ?"), append(args, v)
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit WHERE `+
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit WHERE `+
 		strings.Join(where, " AND ")+` ORDER BY seq LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
 		return nil, 0, err
@@ -155,13 +157,25 @@ type AuditVerification struct {
 	// BrokenAt is the first record that does not verify, and Reason why.
 	BrokenAt int64  `json:"brokenAt,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	// Anchor is the checkpoint the history was checked against (checkpoint.go), when there is one.
+	Anchor *Anchor `json:"anchor,omitempty"`
+}
+
+// auditHash returns the hash of record seq, and whether it exists.
+func (s *Store) auditHash(ctx context.Context, seq int64) (string, bool, error) {
+	var h string
+	err := s.q(ctx).QueryRowContext(ctx, `SELECT hash FROM audit WHERE seq = ?`, seq).Scan(&h)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return h, err == nil, err
 }
 
 // VerifyAudit walks the whole chain in seq order and names the first broken record: one whose
 // content no longer gives its hash (edited), whose prev_hash is not the hash of the record
 // before it (a record removed or inserted before it), or whose seq skips (a record removed).
 func (s *Store) VerifyAudit(ctx context.Context) (AuditVerification, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit ORDER BY seq`)
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT seq, at, tenant, actor, role, action, target, decision, reason, command_id, prev_hash, hash FROM audit ORDER BY seq`)
 	if err != nil {
 		return AuditVerification{}, err
 	}
@@ -189,13 +203,24 @@ func (s *Store) VerifyAudit(ctx context.Context) (AuditVerification, error) {
 	return v, rows.Err()
 }
 
-// auditEntry is what a handler adds to the record of its request: the target it resolved and
-// the command it queued.
-type auditEntry struct{ tenant, target, commandID string }
+// auditEntry is what the record of a request holds beyond its action: who, in what role, in
+// which tenant, on what target (only objects the request resolved: nothing of the path's own
+// text), the command it queued, and the reason of an allowed record.
+type auditEntry struct {
+	actor, role, tenant, target, commandID, reason string
+	// anonymous: the request carried no valid token. Its refusal is recorded without a tenant
+	// or a target, and at most noisePerMinute of them a minute.
+	anonymous bool
+}
+
+func (e *auditEntry) record(action, decision, reason string) AuditRecord {
+	return AuditRecord{Tenant: e.tenant, Actor: e.actor, Role: e.role, Action: action, Target: e.target,
+		Decision: decision, Reason: truncate(reason, 512), CommandID: e.commandID}
+}
 
 type auditKey struct{}
 
-// auditOf is the entry of the request being audited (a throwaway one outside an audited route).
+// auditOf is the entry of the request being served (a throwaway one outside an endpoint).
 func auditOf(r *http.Request) *auditEntry {
 	if e, ok := r.Context().Value(auditKey{}).(*auditEntry); ok {
 		return e
@@ -203,65 +228,50 @@ func auditOf(r *http.Request) *auditEntry {
 	return &auditEntry{}
 }
 
-// recorder keeps the status and the error message of a response, for its audit record.
-type recorder struct {
-	http.ResponseWriter
-	code int
-	body strings.Builder
+// noisePerMinute bounds the refusals of requests without a valid token that are recorded: a
+// scan cannot flood the history; the next record written says how many were left out.
+const noisePerMinute = 10
+
+// noiseLimiter counts refusals of requests without a valid token, a minute at a time.
+type noiseLimiter struct {
+	mu                sync.Mutex
+	window            time.Time
+	recorded, dropped int
 }
 
-func (w *recorder) WriteHeader(code int) { w.code = code; w.ResponseWriter.WriteHeader(code) }
-
-func (w *recorder) Write(b []byte) (int, error) {
-	if w.code >= 400 && w.body.Len() < 4096 {
-		w.body.Write(b)
+// admit reports whether a refusal at now is recorded, and how many were left out before it.
+func (n *noiseLimiter) admit(now time.Time) (bool, int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if now.Sub(n.window) >= time.Minute {
+		n.window, n.recorded = now, 0
 	}
-	return w.ResponseWriter.Write(b)
+	if n.recorded >= noisePerMinute {
+		n.dropped++
+		return false, 0
+	}
+	n.recorded++
+	left := n.dropped
+	n.dropped = 0
+	return true, left
 }
 
-// audited records an admin request: every request that changes something, and every refused
-// one (reads that succeed are not actions). The decision is the response's (allowed below 400),
-// the reason its error message.
-func (s *Server) audited(action, actor, role string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		entry := &auditEntry{tenant: r.PathValue("tenant"), target: firstNonEmpty(r.PathValue("env"), r.PathValue("key"), r.PathValue("id"))}
-		rec := &recorder{ResponseWriter: w, code: http.StatusOK}
-		h(rec, r.WithContext(context.WithValue(r.Context(), auditKey{}, entry)))
-		if r.Method == http.MethodGet && rec.code < 400 {
+// auditRefusal records a refused request in a transaction of its own; a failure to audit is
+// logged (the refusal itself was answered).
+func (s *Server) auditRefusal(ctx context.Context, e *auditEntry, action, reason string) {
+	if e.anonymous {
+		ok, left := s.noise.admit(s.now())
+		if !ok {
 			return
 		}
-		decision, reason := Allowed, ""
-		if rec.code >= 400 {
-			decision, reason = Refused, errorMessage(rec.body.String(), rec.code)
+		if left > 0 {
+			reason += fmt.Sprintf(" (%d more requests without a valid token were refused and not recorded before this one)", left)
 		}
-		s.audit(r.Context(), AuditRecord{Tenant: entry.tenant, Actor: actor, Role: role, Action: action, Target: entry.target, Decision: decision, Reason: reason, CommandID: entry.commandID})
+		e.tenant, e.target, e.commandID = "", "", ""
 	}
-}
-
-// audit appends a record; a failure to audit is logged (the action itself already happened).
-func (s *Server) audit(ctx context.Context, r AuditRecord) {
-	if _, err := s.Store.Audit(context.WithoutCancel(ctx), r); err != nil {
-		s.log().Error("audit record not written", "action", r.Action, "error", err)
+	if _, err := s.Store.Audit(context.WithoutCancel(ctx), e.record(action, Refused, reason)); err != nil {
+		s.log().Error("audit record not written", "action", action, "error", err)
 	}
-}
-
-func errorMessage(body string, code int) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal([]byte(body), &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	return http.StatusText(code)
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, x := range s {
-		if x != "" {
-			return x
-		}
-	}
-	return ""
 }
 
 // AuditPage is the admin API's answer to an audit query.
@@ -271,64 +281,71 @@ type AuditPage struct {
 	Next int64 `json:"next,omitempty"`
 }
 
-// auditFilter reads the audit query's parameters, answering 400 for a bad one.
-func auditFilter(w http.ResponseWriter, r *http.Request) (AuditFilter, bool) {
+// auditFilter reads the audit query's parameters, refusing a bad one (400).
+func auditFilter(r *http.Request) (AuditFilter, error) {
 	q := r.URL.Query()
 	f := AuditFilter{Tenant: q.Get("tenant"), Actor: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target"), Decision: q.Get("decision"), CommandID: q.Get("command")}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "after must be a record number (the next of the previous page)")
-			return f, false
+			return f, fail(http.StatusBadRequest, "after must be a record number (the next of the previous page)")
 		}
 		f.After = n
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, "limit must be between 1 and 1000")
-			return f, false
+			return f, fail(http.StatusBadRequest, "limit must be between 1 and 1000")
 		}
 		f.Limit = n
 	}
 	if f.Decision != "" && f.Decision != Allowed && f.Decision != Refused {
-		writeError(w, http.StatusBadRequest, "decision must be %s or %s", Allowed, Refused)
-		return f, false
+		return f, fail(http.StatusBadRequest, "decision must be %s or %s", Allowed, Refused)
 	}
-	return f, true
+	return f, nil
 }
 
 // queryAudit is GET /admin/audit?tenant=&actor=&action=&target=&decision=&command=&after=&limit=
 // (the admin token: the whole history).
-func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) {
-	if f, ok := auditFilter(w, r); ok {
-		s.answerAudit(w, r, f)
+func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) error {
+	f, err := auditFilter(r)
+	if err != nil {
+		return err
 	}
+	return s.answerAudit(w, r, f)
 }
 
-// tenantAudit is GET /admin/tenants/{tenant}/audit: the same query, within the tenant.
-func (s *Server) tenantAudit(w http.ResponseWriter, r *http.Request, _ caller) {
-	if f, ok := auditFilter(w, r); ok {
-		f.Tenant = r.PathValue("tenant")
-		s.answerAudit(w, r, f)
+// tenantAudit is GET /admin/tenants/{tenant}/audit: the same query, within the tenant. The
+// tenant's history holds what its principals did, what the admin did in it, and the Manager's
+// deliveries and acknowledgements of the commands queued for its environments.
+func (s *Server) tenantAudit(w http.ResponseWriter, r *http.Request, _ caller) error {
+	f, err := auditFilter(r)
+	if err != nil {
+		return err
 	}
+	f.Tenant = r.PathValue("tenant")
+	return s.answerAudit(w, r, f)
 }
 
-func (s *Server) answerAudit(w http.ResponseWriter, r *http.Request, f AuditFilter) {
+func (s *Server) answerAudit(w http.ResponseWriter, r *http.Request, f AuditFilter) error {
 	records, next, err := s.Store.QueryAudit(r.Context(), f)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, AuditPage{Records: records, Next: next})
+	return nil
 }
 
-// verifyAudit is GET /admin/audit/verify.
-func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
+// verifyAudit is GET /admin/audit/verify: the chain, and its head against the checkpoint kept
+// outside the database (checkpoint.go).
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.Store.VerifyAudit(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
+	}
+	if err := s.checkAnchor(r.Context(), &v); err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, v)
+	return nil
 }

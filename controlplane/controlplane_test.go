@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,10 +39,21 @@ func start(t *testing.T, db string, key ed25519.PrivateKey) *cp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &controlplane.Server{Store: store, Key: key, AdminToken: admin}
+	s := &controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: testKEK(key)}
 	c := &cp{t: t, db: db, store: store, srv: httptest.NewServer(s.Handler()), pub: key.Public().(ed25519.PublicKey), server: s}
 	t.Cleanup(c.stop)
 	return c
+}
+
+// testKEK is a key-encryption key derived from the signing key, so a restart with the same key
+// opens what the first run sealed.
+func testKEK(key ed25519.PrivateKey) controlplane.KeyEncrypter {
+	sum := sha256.Sum256(key.Seed())
+	kek, err := controlplane.NewAESKeyEncrypter(sum[:])
+	if err != nil {
+		panic(err)
+	}
+	return kek
 }
 
 func (c *cp) stop() {
@@ -50,9 +63,16 @@ func (c *cp) stop() {
 
 func (c *cp) do(method, path, token string, body any, out any) int {
 	c.t.Helper()
-	raw, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, c.srv.URL+path, bytes.NewReader(raw))
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, c.srv.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

@@ -153,13 +153,14 @@ func TestAdminRequestBodiesAreBounded(t *testing.T) {
 	body := append([]byte(`{"name":"`), bytes.Repeat([]byte("x"), 2<<20)...)
 	req, _ := http.NewRequest("POST", c.srv.URL+"/admin/environments", bytes.NewReader(append(body, '"', '}')))
 	req.Header.Set("Authorization", "Bearer "+admin)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("2 MiB environment name: %d, want 400", resp.StatusCode)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("2 MiB environment name: %d, want 413", resp.StatusCode)
 	}
 	srv := controlplane.NewHTTPServer("127.0.0.1:0", http.NotFoundHandler())
 	if srv.ReadTimeout == 0 || srv.WriteTimeout == 0 || srv.IdleTimeout == 0 || srv.ReadHeaderTimeout == 0 {

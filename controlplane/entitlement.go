@@ -3,11 +3,12 @@ package controlplane
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
-	"errors"
+		"errors"
 	"fmt"
 	"net/http"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
@@ -22,7 +23,7 @@ CREATE TABLE IF NOT EXISTS entitlements (
 
 // SetEntitlement stores a tenant's entitlement, replacing the one before.
 func (s *Store) SetEntitlement(ctx context.Context, tenant string, e targeting.Entitlement) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO entitlements(tenant_id, max_proxies, expires_at) VALUES(?,?,?)
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO entitlements(tenant_id, max_proxies, expires_at) VALUES(?,?,?)
 		ON CONFLICT(tenant_id) DO UPDATE SET max_proxies = excluded.max_proxies, expires_at = excluded.expires_at`,
 		tenant, e.MaxProxies, e.ExpiresAt.UTC().Format(time.RFC3339))
 	return err
@@ -32,7 +33,7 @@ func (s *Store) SetEntitlement(ctx context.Context, tenant string, e targeting.E
 func (s *Store) Entitlement(ctx context.Context, tenant string) (*targeting.Entitlement, error) {
 	var e targeting.Entitlement
 	var expires string
-	err := s.db.QueryRowContext(ctx, `SELECT max_proxies, expires_at FROM entitlements WHERE tenant_id = ?`, tenant).Scan(&e.MaxProxies, &expires)
+	err := s.q(ctx).QueryRowContext(ctx, `SELECT max_proxies, expires_at FROM entitlements WHERE tenant_id = ?`, tenant).Scan(&e.MaxProxies, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -47,89 +48,93 @@ func (s *Store) Entitlement(ctx context.Context, tenant string) (*targeting.Enti
 
 // setEntitlement is PUT /admin/tenants/{tenant}/entitlement {"maxProxies", "expiresAt"}: the
 // admin token only, since it is the license a tenant bought, not a tenant's setting.
-func (s *Server) setEntitlement(w http.ResponseWriter, r *http.Request) {
+func (s *Server) setEntitlement(w http.ResponseWriter, r *http.Request) error {
 	tenant := r.PathValue("tenant")
-	auditOf(r).tenant, auditOf(r).target = tenant, "tenant "+tenant+" entitlement"
 	var e targeting.Entitlement
-	if !decode(w, r, &e) {
-		return
+	if err := decode(r, &e, smallBody); err != nil {
+		return err
 	}
 	if err := e.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "entitlement: %v", err)
-		return
+		return fail(http.StatusBadRequest, "entitlement: %v", err)
 	}
 	if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no tenant %s", tenant)
-		return
+		return fail(http.StatusNotFound, "no tenant %s", tenant)
 	} else if err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
+	auditOf(r).tenant, auditOf(r).target = tenant, "tenant "+tenant+" entitlement"
 	if err := s.Store.SetEntitlement(r.Context(), tenant, e); err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, e)
+	return nil
 }
 
 // getEntitlement is GET /admin/tenants/{tenant}/entitlement: read-targets at the tenant's scope,
 // so the tenant admin (project roles are scoped to their projects).
-func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ caller) {
+func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ caller) error {
 	tenant := r.PathValue("tenant")
 	e, err := s.Store.Entitlement(r.Context(), tenant)
 	if err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
 	if e == nil {
-		writeError(w, http.StatusNotFound, "tenant %s has no license entitlement", tenant)
-		return
+		return fail(http.StatusNotFound, "tenant %s has no license entitlement", tenant)
 	}
 	writeJSON(w, http.StatusOK, e)
+	return nil
 }
 
-// entitled checks a deploy of manifests into env/namespace against the tenant's entitlement:
-// the proxies its environments last reported (their inventories), plus the NexoProxies of this
-// deploy that env does not report yet. envs are the tenant's environments, as the stage's
-// checks read them. It returns the refusal, or a storage error.
-func (s *Server) entitled(ctx context.Context, tenant string, envs []targeting.Environment, env, namespace string, manifests []json.RawMessage) (refusal, err error) {
+// ProxyClaims counts the NexoProxies a tenant holds: those its environments report (their
+// inventories), those in their deployed sets, and those in deploys and rollouts queued for them
+// and not yet acknowledged, each environment/namespace/name once. It returns the count, and of
+// env's, the namespace/name keys.
+func (s *Store) ProxyClaims(ctx context.Context, tenant, env string) (int, map[string]bool, error) {
+	rows, err := s.q(ctx).QueryContext(ctx, `
+		WITH envs AS (SELECT env_id FROM environment_tenancy WHERE tenant_id = ?)
+		SELECT env_id, namespace, name FROM inventory WHERE env_id IN envs
+		UNION SELECT env_id, namespace, name FROM desired WHERE kind = 'NexoProxy' AND env_id IN envs
+		UNION SELECT p.env_id, p.namespace, p.name FROM command_proxies p JOIN commands c ON c.id = p.command_id
+			WHERE c.status IN ('pending', 'delivered') AND p.env_id IN envs`, tenant)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	n, mine := 0, map[string]bool{}
+	for rows.Next() {
+		var e, ns, name string
+		if err := rows.Scan(&e, &ns, &name); err != nil {
+			return 0, nil, err
+		}
+		n++
+		if e == env {
+			mine[ns+"/"+name] = true
+		}
+	}
+	return n, mine, rows.Err()
+}
+
+// entitled checks a deploy of objs into env against the tenant's entitlement (403 with the
+// numbers when it is missing, expired or exceeded): the proxies the tenant holds (ProxyClaims)
+// plus this deploy's NexoProxies it does not hold yet. It runs in the request's transaction,
+// with the enqueue that follows it: two deploys cannot both take the last proxy.
+func (s *Server) entitled(ctx context.Context, tenant, env string, objs []*unstructured.Unstructured) error {
 	e, err := s.Store.Entitlement(ctx, tenant)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	deployed := 0
-	reported := map[string]bool{}
-	for _, te := range envs {
-		inv, _, err := s.Store.Inventory(ctx, te.ID)
-		if err != nil {
-			return nil, err
-		}
-		deployed += len(inv)
-		if te.ID == env {
-			for _, d := range inv {
-				reported[d.Namespace+"/"+d.Name] = true
-			}
+	held, mine, err := s.Store.ProxyClaims(ctx, tenant, env)
+	if err != nil {
+		return err
+	}
+	adding := map[string]bool{}
+	for _, u := range objs {
+		if key := u.GetNamespace() + "/" + u.GetName(); u.GetKind() == "NexoProxy" && !mine[key] {
+			adding[key] = true
 		}
 	}
-	adding := 0
-	for _, raw := range manifests {
-		var m struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		if json.Unmarshal(raw, &m) != nil || m.Kind != "NexoProxy" {
-			continue
-		}
-		ns := m.Metadata.Namespace
-		if ns == "" {
-			ns = namespace
-		}
-		if !reported[ns+"/"+m.Metadata.Name] {
-			adding++
-		}
+	if err := targeting.AllowsDeploy(e, tenant, s.now(), held, len(adding)); err != nil {
+		return fail(http.StatusForbidden, "%v", err)
 	}
-	return targeting.AllowsDeploy(e, tenant, time.Now(), deployed, adding), nil
+	return nil
 }

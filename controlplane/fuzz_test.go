@@ -14,7 +14,7 @@ import (
 
 // FuzzRequests sends arbitrary bodies to every endpoint that decodes one (the Manager's
 // heartbeat and ack, the admin API's environment, command and token requests): never a panic,
-// never a 500, and every refusal carries an error message.
+// never a 500, and every refusal carries exactly one error body.
 func FuzzRequests(f *testing.F) {
 	store, err := controlplane.Open(filepath.Join(f.TempDir(), "cp.db"))
 	if err != nil {
@@ -22,11 +22,12 @@ func FuzzRequests(f *testing.F) {
 	}
 	f.Cleanup(func() { _ = store.Close() })
 	_, key, _ := ed25519.GenerateKey(nil)
-	srv := &controlplane.Server{Store: store, Key: key, AdminToken: "fuzz-admin", PublicURL: "http://127.0.0.1:1"}
+	srv := &controlplane.Server{Store: store, Key: key, AdminToken: "fuzz-admin", PublicURL: "http://127.0.0.1:1", KeyEncryption: testKEK(key)}
 	h := srv.Handler()
 	do := func(method, path, token string, body []byte) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec
@@ -56,9 +57,11 @@ func FuzzRequests(f *testing.F) {
 				t.Fatalf("%s %s: %d %s for body %q", r.method, r.path, rec.Code, rec.Body, body)
 			}
 			if rec.Code >= 400 {
+				// Exactly one error body: one JSON value with a message, nothing after it.
+				dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 				var e protocol.Error
-				if json.Unmarshal(rec.Body.Bytes(), &e) != nil || e.Error == "" {
-					t.Fatalf("%s %s: %d without an error message: %q", r.method, r.path, rec.Code, rec.Body)
+				if dec.Decode(&e) != nil || e.Error == "" || dec.More() {
+					t.Fatalf("%s %s: %d without exactly one error message: %q", r.method, r.path, rec.Code, rec.Body)
 				}
 			}
 		}

@@ -62,16 +62,15 @@ func Install(envID, controlPlaneURL string) (InstallCommand, error) {
 	}, nil
 }
 
-func (s *Server) installCommand(w http.ResponseWriter, r *http.Request) {
-	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no environment %s", r.PathValue("env"))
-		return
+func (s *Server) installCommand(w http.ResponseWriter, r *http.Request) error {
+	env, err := s.pathEnvironment(r)
+	if err != nil {
+		return err
 	}
 	cmd, err := Install(env.ID, s.PublicURL)
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
-		return
+		return fail(http.StatusConflict, "%v", err)
 	}
 	writeJSON(w, http.StatusOK, cmd)
+	return nil
 }

@@ -5,31 +5,63 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 )
 
-// The Control Plane's signing keys live in its store: one active key signs new manifests, and
-// previous keys stay trusted (advertised to Managers) until an admin retires them, so a rotation
-// has an overlap in which manifests signed by either key verify. Server.Key seeds the store on
-// first use; afterwards the store is the truth.
+// The Control Plane's signing keys live in its store, sealed with the key-encryption key
+// (keyencryption.go): one active key signs new manifests, and previous keys stay trusted
+// (advertised to Managers) until an admin retires them, so a rotation has an overlap in which
+// manifests signed by either key verify. Server.Key seeds the store on first use; afterwards
+// the store is the truth.
 
-// keys lists the store's signing keys, seeding it with Server.Key when it has none: one read.
+// keys lists the store's signing keys, their private keys opened, seeding the store with
+// Server.Key when it has none. A key stored in plaintext by an earlier version is sealed on
+// first use (KeyEncryption is required: a signing key is never stored in the clear).
 func (s *Server) keys(ctx context.Context) ([]StoredKey, error) {
+	if s.KeyEncryption == nil {
+		return nil, errors.New("no key-encryption key is configured: the Control Plane stores no signing key in plaintext (controlplane serve --key-encryption-key-file)")
+	}
 	keys, err := s.Store.SigningKeys(ctx)
-	if err != nil || len(keys) > 0 {
-		return keys, err
-	}
-	if s.Key == nil {
-		return nil, errors.New("no signing key")
-	}
-	seed := StoredKey{KeyID: signature.KeyID(s.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.Key)), State: KeyActive}
-	if err := s.Store.AddActiveKey(ctx, seed.KeyID, seed.PrivatePEM); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	return []StoredKey{seed}, nil
+	if len(keys) == 0 {
+		if s.Key == nil {
+			return nil, errors.New("no signing key")
+		}
+		seed := StoredKey{KeyID: signature.KeyID(s.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.Key)), State: KeyActive}
+		sealed, err := s.KeyEncryption.Seal([]byte(seed.PrivatePEM), []byte(seed.KeyID))
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Store.AddActiveKey(ctx, seed.KeyID, sealed); err != nil {
+			return nil, err
+		}
+		return []StoredKey{seed}, nil
+	}
+	for i, k := range keys {
+		if strings.HasPrefix(k.PrivatePEM, "-----BEGIN") { // stored in plaintext by an earlier version
+			sealed, err := s.KeyEncryption.Seal([]byte(k.PrivatePEM), []byte(k.KeyID))
+			if err != nil {
+				return nil, err
+			}
+			if err := s.Store.SealKey(ctx, k.KeyID, sealed); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		plain, err := s.KeyEncryption.Open(k.PrivatePEM, []byte(k.KeyID))
+		if err != nil {
+			return nil, fmt.Errorf("signing key %s: %w", k.KeyID, err)
+		}
+		keys[i].PrivatePEM = string(plain)
+	}
+	return keys, nil
 }
 
 // activeKey returns the key that signs new manifests.
@@ -68,35 +100,39 @@ func (s *Server) advertisedKeys(ctx context.Context) ([]protocol.SigningKey, err
 }
 
 // rotateKey makes a new key active; the former one stays trusted until retired.
-func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.activeKey(r.Context()); err != nil {
-		writeError(w, http.StatusInternalServerError, "signing keys: %v", err)
-		return
+		return err
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "cannot generate a key")
-		return
+		return err
 	}
 	id := signature.KeyID(pub)
-	if err := s.Store.AddActiveKey(r.Context(), id, string(signature.MarshalPrivateKey(priv))); err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+	sealed, err := s.KeyEncryption.Seal(signature.MarshalPrivateKey(priv), []byte(id))
+	if err != nil {
+		return err
 	}
+	if err := s.Store.AddActiveKey(r.Context(), id, sealed); err != nil {
+		return err
+	}
+	auditOf(r).target = id
 	s.log().Info("signing key rotated", "active", id)
 	writeJSON(w, http.StatusOK, map[string]string{"keyId": id, "publicKey": string(signature.MarshalPublicKey(pub))})
+	return nil
 }
 
 // retireKey stops advertising a previous key: Managers drop it from the trusted-keys Secret at
 // their next heartbeat, and objects signed only by it stop verifying.
-func (s *Server) retireKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) retireKey(w http.ResponseWriter, r *http.Request) error {
 	switch err := s.Store.RetireKey(r.Context(), r.PathValue("key")); {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusConflict, "no previous signing key %s (the active key cannot be retired: rotate first)", r.PathValue("key"))
+		return fail(http.StatusConflict, "no previous signing key %s (the active key cannot be retired: rotate first)", r.PathValue("key"))
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "storage error")
-	default:
-		s.log().Info("signing key retired", "key", r.PathValue("key"))
-		w.WriteHeader(http.StatusNoContent)
+		return err
 	}
+	auditOf(r).target = r.PathValue("key")
+	s.log().Info("signing key retired", "key", r.PathValue("key"))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
@@ -16,56 +17,57 @@ import (
 )
 
 // environment authenticates a Manager by its connect token (compared by hash; never logged).
-func (s *Server) environment(w http.ResponseWriter, r *http.Request) (Environment, bool) {
+func (s *Server) environment(r *http.Request) (Environment, error) {
 	tok := bearer(r)
 	if _, err := connecttoken.Parse(tok); err != nil {
-		writeError(w, http.StatusUnauthorized, "missing or malformed connect token")
-		return Environment{}, false
+		return Environment{}, fail(http.StatusUnauthorized, "missing or malformed connect token (Authorization: Bearer TOKEN)")
 	}
 	env, rotatedAt, err := s.Store.Authenticate(r.Context(), connecttoken.Hash(tok), s.now())
-	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusUnauthorized, "unknown connect token")
-		return env, false
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return env, fail(http.StatusUnauthorized, "unknown connect token")
+	case errors.Is(err, ErrTokenRotated):
+		return env, fail(http.StatusUnauthorized, "this connect token was rotated at %s and its grace period is over; install the new token: nexoctl install --token-file NEW", rotatedAt.UTC().Format(time.RFC3339))
+	case err != nil:
+		return env, err
 	}
-	if errors.Is(err, ErrTokenRotated) {
-		writeError(w, http.StatusUnauthorized, "this connect token was rotated at %s and its grace period is over; install the new token: nexoctl install --token-file NEW", rotatedAt.UTC().Format(time.RFC3339))
-		return env, false
-	}
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		s.log().Error("token lookup", "error", err)
-		return env, false
-	}
-	return env, true
+	return env, nil
 }
 
-func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	env, ok := s.environment(w, r)
-	if !ok {
-		return
+// managerEntry makes env's Manager the actor of the request's audit records, in the history of
+// env's tenant (so a tenant sees the deliveries and acknowledgements of its commands).
+func (s *Server) managerEntry(r *http.Request, env Environment) (*auditEntry, error) {
+	tenant, err := s.Store.EnvironmentTenant(r.Context(), env.ID)
+	if err != nil {
+		return nil, err
+	}
+	e := auditOf(r)
+	e.actor, e.role, e.tenant, e.target = managerActor(env.ID), "manager", tenant, env.ID
+	return e, nil
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
+	env, err := s.environment(r)
+	if err != nil {
+		return err
 	}
 	var hb protocol.Heartbeat
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&hb); err != nil {
-		writeError(w, http.StatusBadRequest, "heartbeat is not valid JSON: %v", err)
-		return
+	if err := decode(r, &hb, managerBody); err != nil {
+		return err
 	}
 	if hb.ProtocolVersion != protocol.Version {
-		writeError(w, http.StatusBadRequest, "protocol version %q is not supported; this Control Plane speaks %s", hb.ProtocolVersion, protocol.Version)
-		return
+		return fail(http.StatusBadRequest, "protocol version %q is not supported; this Control Plane speaks %s", truncate(hb.ProtocolVersion, 40), protocol.Version)
 	}
 	if hb.ClusterID == "" {
-		writeError(w, http.StatusBadRequest, "clusterId (the kube-system namespace UID) is required")
-		return
+		return fail(http.StatusBadRequest, "clusterId (the kube-system namespace UID) is required")
 	}
 	bound, err := s.Store.BindCluster(r.Context(), env.ID, hb.ClusterID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
 	}
 	if !bound {
-		s.log().Warn("connect token used from another cluster", "environment", env.ID, "cluster", hb.ClusterID)
-		writeError(w, http.StatusForbidden, "environment %s is bound to another cluster; issue a new connect token for this cluster", env.ID)
-		return
+		s.log().Warn("connect token used from another cluster", "environment", env.ID)
+		return fail(http.StatusForbidden, "environment %s is bound to another cluster; issue a new connect token for this cluster", env.ID)
 	}
 	// The proxies go to the inventory table, one row each; the heartbeat record keeps the rest.
 	var inventoryDigest string
@@ -76,38 +78,43 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		err = s.Store.ReplaceInventory(r.Context(), env.ID, hb.Deployments)
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		s.log().Error("inventory", "environment", env.ID, "error", err)
-		return
+		return fmt.Errorf("inventory of %s: %w", env.ID, err)
 	}
 	hb.Deployments, hb.Changed, hb.Removed = nil, nil, nil
 	body, _ := json.Marshal(hb)
 	if err := s.Store.RecordHeartbeat(r.Context(), env.ID, string(body)); err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
 	}
 	records, err := s.Store.Deliver(r.Context(), env.ID)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
+		return err
 	}
 	keys, err := s.advertisedKeys(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "signing keys unavailable")
-		s.log().Error("signing keys", "error", err)
-		return
+		return fmt.Errorf("signing keys: %w", err)
 	}
 	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}, SigningKeys: keys,
 		InventoryDigest: inventoryDigest, InventoryResync: resync}
+	var entry *auditEntry
+	if len(records) > 0 {
+		if entry, err = s.managerEntry(r, env); err != nil {
+			return err
+		}
+	}
 	for _, rec := range records {
 		var c protocol.Command
-		if err := json.Unmarshal([]byte(rec.Body), &c); err == nil {
-			resp.Commands = append(resp.Commands, c)
-			s.audit(r.Context(), AuditRecord{Actor: managerActor(env.ID), Role: "manager", Action: "command.deliver", Target: env.ID,
-				Decision: Allowed, Reason: fmt.Sprintf("delivery %d", rec.Deliveries+1), CommandID: rec.ID})
+		if err := json.Unmarshal([]byte(rec.Body), &c); err != nil {
+			return fmt.Errorf("stored command %s: %w", rec.ID, err)
+		}
+		resp.Commands = append(resp.Commands, c)
+		entry.commandID = rec.ID
+		// The delivery and its record commit together, in the request's transaction.
+		if _, err := s.Store.Audit(r.Context(), entry.record("command.deliver", Allowed, fmt.Sprintf("delivery %d", rec.Deliveries+1))); err != nil {
+			return err
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 func (s *Server) nextHeartbeat() time.Duration {
@@ -117,31 +124,40 @@ func (s *Server) nextHeartbeat() time.Duration {
 	return s.NextHeartbeat
 }
 
-func (s *Server) ack(w http.ResponseWriter, r *http.Request) {
-	env, ok := s.environment(w, r)
-	if !ok {
-		return
+// ack is POST /v1/commands/{id}/ack: the outcome and its audit record commit together
+// (endpoint records it as command.ack; a refusal, such as another environment's command, too).
+func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
+	env, err := s.environment(r)
+	if err != nil {
+		return err
+	}
+	if err := validPath(r); err != nil {
+		return err
+	}
+	e, err := s.managerEntry(r, env)
+	if err != nil {
+		return err
 	}
 	var a protocol.Ack
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&a); err != nil || (a.Status != protocol.Applied && a.Status != protocol.Failed) {
-		writeError(w, http.StatusBadRequest, "ack needs status %q or %q", protocol.Applied, protocol.Failed)
-		return
+	if err := decode(r, &a, smallBody); err != nil {
+		return err
 	}
-	record := AuditRecord{Actor: managerActor(env.ID), Role: "manager", Action: "command.ack", Target: env.ID, Decision: Allowed, Reason: a.Status, CommandID: r.PathValue("id")}
-	if a.Status == protocol.Failed && a.Message != "" {
-		record.Reason += ": " + truncate(a.Message, 512)
+	if a.Status != protocol.Applied && a.Status != protocol.Failed {
+		return fail(http.StatusBadRequest, "ack needs status %q or %q", protocol.Applied, protocol.Failed)
 	}
-	switch err := s.Store.Ack(r.Context(), env.ID, r.PathValue("id"), a.Status, a.Message, deployedObjects); {
+	id := r.PathValue("id")
+	switch err := s.Store.Ack(r.Context(), env.ID, id, a.Status, a.Message, deployedObjects); {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, "no command %s for this environment", r.PathValue("id"))
-		record.Decision, record.Reason = Refused, "no such command for this environment"
+		return fail(http.StatusNotFound, "no command %s for this environment", id)
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "storage error")
-		return
-	default:
-		w.WriteHeader(http.StatusNoContent)
+		return err
 	}
-	s.audit(r.Context(), record)
+	e.commandID, e.reason = id, a.Status
+	if a.Status == protocol.Failed && a.Message != "" {
+		e.reason += ": " + a.Message
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // managerActor is how an environment's Manager appears in the audit history.
@@ -151,5 +167,5 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

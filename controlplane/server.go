@@ -2,14 +2,10 @@ package controlplane
 
 import (
 	"crypto/ed25519"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
@@ -29,17 +25,26 @@ type Server struct {
 	// Now is the clock for heartbeat ages (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
+	// KeyEncryption encrypts the signing keys the store holds (keys.go); required.
+	KeyEncryption KeyEncrypter
+	// Checkpoint, when set, anchors the audit history's head outside the database
+	// (checkpoint.go).
+	Checkpoint *Checkpoint
+
+	noise noiseLimiter
 }
 
-// Handler returns the HTTP handler.
+// Handler returns the HTTP handler. Every route goes through endpoint (httpapi.go): one
+// transaction, strict bodies, one answer; every admin and tenancy route is audited under the
+// name its records carry.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/heartbeat", s.heartbeat)
-	mux.HandleFunc("POST /v1/commands/{id}/ack", s.ack)
-	// Every admin route is audited (audit.go), under the name its records carry.
+	mux.HandleFunc("POST /v1/heartbeat", s.endpoint("", s.heartbeat))
+	mux.HandleFunc("POST /v1/commands/{id}/ack", s.endpoint("command.ack", s.ack))
+	// The admin token's routes.
 	for _, route := range []struct {
 		pattern, action string
-		h               http.HandlerFunc
+		h               func(http.ResponseWriter, *http.Request) error
 	}{
 		{"POST /admin/environments", "environment.create", s.createEnvironment},
 		{"GET /admin/environments", "environment.list", s.listEnvironments},
@@ -51,20 +56,25 @@ func (s *Server) Handler() http.Handler {
 		{"POST /admin/signing-keys/{key}/retire", "signing-key.retire", s.retireKey},
 		{"GET /admin/audit", "audit.query", s.queryAudit},
 		{"GET /admin/audit/verify", "audit.verify", s.verifyAudit},
+		{"POST /admin/tenants", "tenant.create", s.createTenant},
+		{"PUT /admin/tenants/{tenant}/entitlement", "tenant.entitlement", s.setEntitlement},
 	} {
 		mux.HandleFunc(route.pattern, s.admin(route.action, route.h))
 	}
 	// Tenancy (tenancyapi.go): the admin token or a principal's, authorized by role.
-	mux.HandleFunc("POST /admin/tenants", s.admin("tenant.create", s.createTenant))
-	mux.HandleFunc("PUT /admin/tenants/{tenant}/entitlement", s.admin("tenant.entitlement", s.setEntitlement))
 	for _, route := range []struct {
 		pattern string
 		action  targeting.Action
-		h       func(http.ResponseWriter, *http.Request, caller)
+		h       func(http.ResponseWriter, *http.Request, caller) error
 	}{
+		{"GET /admin/tenants/{tenant}/principals", targeting.ManagePrincipals, s.listPrincipals},
 		{"POST /admin/tenants/{tenant}/principals", targeting.ManagePrincipals, s.createPrincipal},
+		{"DELETE /admin/tenants/{tenant}/principals/{principal}", targeting.ManagePrincipals, s.deletePrincipal},
+		{"POST /admin/tenants/{tenant}/principals/{principal}/token", targeting.ManagePrincipals, s.rotatePrincipalToken},
 		{"POST /admin/tenants/{tenant}/role-bindings", targeting.ManagePrincipals, s.bindRole},
+		{"DELETE /admin/tenants/{tenant}/principals/{principal}/role-bindings/{role}", targeting.ManagePrincipals, s.unbindRole},
 		{"POST /admin/tenants/{tenant}/environments", targeting.ManageEnvironments, s.createTenantEnvironment},
+		{"POST /admin/tenants/{tenant}/environments/{env}/token", targeting.ManageEnvironments, s.rotateTenantToken},
 		{"PUT /admin/tenants/{tenant}/environments/{env}/labels", targeting.SetEnvironmentLabels, s.setEnvironmentLabels},
 		{"PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}", targeting.ManageNamespaceTarget, s.setNamespaceTarget},
 		{"POST /admin/tenants/{tenant}/projects", targeting.ManageProjects, s.createProject},
@@ -79,27 +89,6 @@ func (s *Server) Handler() http.Handler {
 		mux.HandleFunc(route.pattern, s.tenantRoute(route.action, route.h))
 	}
 	return mux
-}
-
-func (s *Server) log() *slog.Logger {
-	if s.Log != nil {
-		return s.Log
-	}
-	return slog.Default()
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, code int, format string, args ...any) {
-	writeJSON(w, code, protocol.Error{Error: fmt.Sprintf(format, args...)})
-}
-
-func bearer(r *http.Request) string {
-	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
 func (s *Server) now() time.Time {

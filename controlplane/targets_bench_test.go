@@ -36,8 +36,8 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 	}
 	must(store.CreateTenant(ctx, "acme", "acme"))
 	must(store.CreateProject(ctx, "acme", "shop"))
-	must(store.SetStage(ctx, "acme", targeting.Stage{Project: "shop", Name: "prod",
-		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}))
+	must(store.SetStage(ctx, "acme", controlplane.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
+		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
 	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
 	for i := range 1000 {
 		id := fmt.Sprintf("env%04d", i)
@@ -52,7 +52,7 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 		}
 	}
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: key, AdminToken: admin, NextHeartbeat: time.Second}).Handler())
+	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: key, AdminToken: admin, NextHeartbeat: time.Second, KeyEncryption: testKEK(key)}).Handler())
 	b.Cleanup(srv.Close)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
@@ -50,6 +51,9 @@ type Principal struct {
 	Tenant   string    `json:"tenant"`
 	Name     string    `json:"name"`
 	Bindings []Binding `json:"bindings,omitempty"`
+	Created  time.Time `json:"created"`
+	// TokenExpiresAt is when its token stops working (a tenant admin rotates it).
+	TokenExpiresAt time.Time `json:"tokenExpiresAt"`
 }
 
 // Binding gives a principal a role: tenant-wide (tenant admin) or in one project.
@@ -76,116 +80,231 @@ func conflictOr(err error) error {
 
 // CreateTenant stores a tenant.
 func (s *Store) CreateTenant(ctx context.Context, id, name string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO tenants(id, name, created) VALUES(?,?,?)`, id, name, now())
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO tenants(id, name, created) VALUES(?,?,?)`, id, name, now())
 	return conflictOr(err)
 }
 
 // TenantByID returns a tenant.
 func (s *Store) TenantByID(ctx context.Context, id string) (Tenant, error) {
 	var t Tenant
-	err := s.db.QueryRowContext(ctx, `SELECT id, name FROM tenants WHERE id = ?`, id).Scan(&t.ID, &t.Name)
+	err := s.q(ctx).QueryRowContext(ctx, `SELECT id, name FROM tenants WHERE id = ?`, id).Scan(&t.ID, &t.Name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
 	}
 	return t, err
 }
 
-// CreatePrincipal stores a principal of a tenant with the hash of its token.
-func (s *Store) CreatePrincipal(ctx context.Context, id, tenant, name, token string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO principals(id, tenant_id, name, token_hash, created) VALUES(?,?,?,?,?)`, id, tenant, name, tokenHash(token), now())
+// CreatePrincipal stores a principal of a tenant with the hash of its token, valid until expires.
+func (s *Store) CreatePrincipal(ctx context.Context, id, tenant, name, token string, expires time.Time) error {
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO principals(id, tenant_id, name, token_hash, created, token_expires) VALUES(?,?,?,?,?,?)`,
+		id, tenant, name, tokenHash(token), now(), expires.UTC().Format(time.RFC3339Nano))
 	return conflictOr(err)
 }
 
-// PrincipalByToken returns the principal a token belongs to, with its bindings.
+const principalColumns = `SELECT id, tenant_id, name, created, token_expires FROM principals`
+
+// PrincipalByToken returns the principal a token belongs to, with its bindings. An expired
+// token is returned too: the caller refuses it, naming the expiry.
 func (s *Store) PrincipalByToken(ctx context.Context, token string) (Principal, error) {
-	return s.principal(ctx, `SELECT id, tenant_id, name FROM principals WHERE token_hash = ?`, tokenHash(token))
+	return s.principal(ctx, principalColumns+` WHERE token_hash = ?`, tokenHash(token))
 }
 
 // PrincipalByName returns a tenant's principal by name.
 func (s *Store) PrincipalByName(ctx context.Context, tenant, name string) (Principal, error) {
-	return s.principal(ctx, `SELECT id, tenant_id, name FROM principals WHERE tenant_id = ? AND name = ?`, tenant, name)
+	return s.principal(ctx, principalColumns+` WHERE tenant_id = ? AND name = ?`, tenant, name)
 }
 
 func (s *Store) principal(ctx context.Context, q string, args ...any) (Principal, error) {
 	var p Principal
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&p.ID, &p.Tenant, &p.Name)
+	var created, expires string
+	err := s.q(ctx).QueryRowContext(ctx, q, args...).Scan(&p.ID, &p.Tenant, &p.Name, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, ErrNotFound
 	}
 	if err != nil {
 		return p, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT role, project FROM role_bindings WHERE principal_id = ? ORDER BY role, project`, p.ID)
+	p.Created, p.TokenExpiresAt = parseTime(created), parseTime(expires)
+	p.Bindings, err = s.bindings(ctx, p.ID)
+	return p, err
+}
+
+func (s *Store) bindings(ctx context.Context, principalID string) ([]Binding, error) {
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT role, project FROM role_bindings WHERE principal_id = ? ORDER BY role, project`, principalID)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
 	defer rows.Close()
+	var out []Binding
 	for rows.Next() {
 		var b Binding
 		if err := rows.Scan(&b.Role, &b.Project); err != nil {
-			return p, err
+			return nil, err
 		}
-		p.Bindings = append(p.Bindings, b)
+		out = append(out, b)
 	}
-	return p, rows.Err()
+	return out, rows.Err()
+}
+
+// Principals lists a tenant's principals with their bindings, by name.
+func (s *Store) Principals(ctx context.Context, tenant string) ([]Principal, error) {
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT name FROM principals WHERE tenant_id = ? ORDER BY name`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := []Principal{}
+	for _, n := range names {
+		p, err := s.PrincipalByName(ctx, tenant, n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// DeletePrincipal removes a principal and its bindings: its token is refused from the next
+// request on.
+func (s *Store) DeletePrincipal(ctx context.Context, id string) error {
+	if _, err := s.q(ctx).ExecContext(ctx, `DELETE FROM role_bindings WHERE principal_id = ?`, id); err != nil {
+		return err
+	}
+	res, err := s.q(ctx).ExecContext(ctx, `DELETE FROM principals WHERE id = ?`, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// RotatePrincipalToken replaces a principal's token: the old one is refused from the next
+// request on.
+func (s *Store) RotatePrincipalToken(ctx context.Context, id, token string, expires time.Time) error {
+	res, err := s.q(ctx).ExecContext(ctx, `UPDATE principals SET token_hash = ?, token_expires = ? WHERE id = ?`,
+		tokenHash(token), expires.UTC().Format(time.RFC3339Nano), id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // Bind gives a principal a role (idempotent).
 func (s *Store) Bind(ctx context.Context, principalID string, b Binding) error {
-	_, err := s.db.ExecContext(ctx, `INSERT OR IGNORE INTO role_bindings(principal_id, role, project) VALUES(?,?,?)`, principalID, b.Role, b.Project)
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT OR IGNORE INTO role_bindings(principal_id, role, project) VALUES(?,?,?)`, principalID, b.Role, b.Project)
 	return err
+}
+
+// Unbind removes a principal's role; ErrNotFound when it does not hold it.
+func (s *Store) Unbind(ctx context.Context, principalID string, b Binding) error {
+	res, err := s.q(ctx).ExecContext(ctx, `DELETE FROM role_bindings WHERE principal_id = ? AND role = ? AND project = ?`, principalID, b.Role, b.Project)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // CreateProject stores a project of a tenant.
 func (s *Store) CreateProject(ctx context.Context, tenant, name string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO projects(tenant_id, name, created) VALUES(?,?,?)`, tenant, name, now())
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO projects(tenant_id, name, created) VALUES(?,?,?)`, tenant, name, now())
 	return conflictOr(err)
 }
 
 // ProjectExists reports whether a tenant has the project.
 func (s *Store) ProjectExists(ctx context.Context, tenant, name string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM projects WHERE tenant_id = ? AND name = ?`, tenant, name).Scan(&n)
+	err := s.q(ctx).QueryRowContext(ctx, `SELECT COUNT(*) FROM projects WHERE tenant_id = ? AND name = ?`, tenant, name).Scan(&n)
 	return n > 0, err
 }
 
+// StoredStage is a stage with whether a tenant admin let it share namespace targets with
+// other projects.
+type StoredStage struct {
+	targeting.Stage
+	Shared bool
+}
+
 // SetStage creates or replaces a project's stage.
-func (s *Store) SetStage(ctx context.Context, tenant string, st targeting.Stage) error {
+func (s *Store) SetStage(ctx context.Context, tenant string, st StoredStage) error {
 	envs, _ := json.Marshal(st.Environments)
 	nss, _ := json.Marshal(st.NamespaceTargets)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO stages(tenant_id, project, name, environments, namespaces) VALUES(?,?,?,?,?)
-		ON CONFLICT(tenant_id, project, name) DO UPDATE SET environments = excluded.environments, namespaces = excluded.namespaces`,
-		tenant, st.Project, st.Name, string(envs), string(nss))
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO stages(tenant_id, project, name, environments, namespaces, shared) VALUES(?,?,?,?,?,?)
+		ON CONFLICT(tenant_id, project, name) DO UPDATE SET environments = excluded.environments, namespaces = excluded.namespaces, shared = excluded.shared`,
+		tenant, st.Project, st.Name, string(envs), string(nss), st.Shared)
 	return err
 }
 
 // Stage returns a project's stage.
-func (s *Store) Stage(ctx context.Context, tenant, project, name string) (targeting.Stage, error) {
-	st := targeting.Stage{Project: project, Name: name}
-	var envs, nss string
-	err := s.db.QueryRowContext(ctx, `SELECT environments, namespaces FROM stages WHERE tenant_id = ? AND project = ? AND name = ?`, tenant, project, name).Scan(&envs, &nss)
-	if errors.Is(err, sql.ErrNoRows) {
-		return st, ErrNotFound
-	}
+func (s *Store) Stage(ctx context.Context, tenant, project, name string) (StoredStage, error) {
+	all, err := s.stages(ctx, `WHERE tenant_id = ? AND project = ? AND name = ?`, tenant, project, name)
 	if err != nil {
-		return st, err
+		return StoredStage{}, err
 	}
-	if err := json.Unmarshal([]byte(envs), &st.Environments); err != nil {
-		return st, err
+	if len(all) == 0 {
+		return StoredStage{}, ErrNotFound
 	}
-	return st, json.Unmarshal([]byte(nss), &st.NamespaceTargets)
+	return all[0], nil
+}
+
+// Stages lists a tenant's stages, by project and name.
+func (s *Store) Stages(ctx context.Context, tenant string) ([]StoredStage, error) {
+	return s.stages(ctx, `WHERE tenant_id = ?`, tenant)
+}
+
+func (s *Store) stages(ctx context.Context, where string, args ...any) ([]StoredStage, error) {
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT project, name, environments, namespaces, shared FROM stages `+where+` ORDER BY project, name`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []StoredStage
+	for rows.Next() {
+		var st StoredStage
+		var envs, nss string
+		if err := rows.Scan(&st.Project, &st.Name, &envs, &nss, &st.Shared); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(envs), &st.Environments); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(nss), &st.NamespaceTargets); err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }
 
 // AssignEnvironment makes an environment the tenant's.
 func (s *Store) AssignEnvironment(ctx context.Context, envID, tenant string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO environment_tenancy(env_id, tenant_id) VALUES(?,?)`, envID, tenant)
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO environment_tenancy(env_id, tenant_id) VALUES(?,?)`, envID, tenant)
 	return conflictOr(err)
 }
 
 // EnvironmentTenant returns the tenant an environment belongs to ("" when none).
 func (s *Store) EnvironmentTenant(ctx context.Context, envID string) (string, error) {
 	var t string
-	err := s.db.QueryRowContext(ctx, `SELECT tenant_id FROM environment_tenancy WHERE env_id = ?`, envID).Scan(&t)
+	err := s.q(ctx).QueryRowContext(ctx, `SELECT tenant_id FROM environment_tenancy WHERE env_id = ?`, envID).Scan(&t)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -195,14 +314,14 @@ func (s *Store) EnvironmentTenant(ctx context.Context, envID string) (string, er
 // SetEnvironmentLabels replaces an environment's labels.
 func (s *Store) SetEnvironmentLabels(ctx context.Context, envID string, labels map[string]string) error {
 	raw, _ := json.Marshal(labels)
-	_, err := s.db.ExecContext(ctx, `UPDATE environment_tenancy SET labels = ? WHERE env_id = ?`, string(raw), envID)
+	_, err := s.q(ctx).ExecContext(ctx, `UPDATE environment_tenancy SET labels = ? WHERE env_id = ?`, string(raw), envID)
 	return err
 }
 
 // SetNamespaceTarget creates or replaces a namespace target of an environment.
 func (s *Store) SetNamespaceTarget(ctx context.Context, envID, namespace string, labels map[string]string) error {
 	raw, _ := json.Marshal(labels)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO namespace_targets(env_id, namespace, labels) VALUES(?,?,?)
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO namespace_targets(env_id, namespace, labels) VALUES(?,?,?)
 		ON CONFLICT(env_id, namespace) DO UPDATE SET labels = excluded.labels`, envID, namespace, string(raw))
 	return err
 }
@@ -210,7 +329,7 @@ func (s *Store) SetNamespaceTarget(ctx context.Context, envID, namespace string,
 // TenantEnvironments returns a tenant's environments as targeting reads them: labels, namespace
 // targets and the limits their clusters last reported.
 func (s *Store) TenantEnvironments(ctx context.Context, tenant string) ([]targeting.Environment, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT t.env_id, t.labels, COALESCE(h.body, '') FROM environment_tenancy t
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT t.env_id, t.labels, COALESCE(h.body, '') FROM environment_tenancy t
 		LEFT JOIN heartbeats h ON h.env_id = t.env_id WHERE t.tenant_id = ? ORDER BY t.env_id`, tenant)
 	if err != nil {
 		return nil, err
@@ -236,7 +355,7 @@ func (s *Store) TenantEnvironments(ctx context.Context, tenant string) ([]target
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	trows, err := s.db.QueryContext(ctx, `SELECT n.env_id, n.namespace, n.labels FROM namespace_targets n
+	trows, err := s.q(ctx).QueryContext(ctx, `SELECT n.env_id, n.namespace, n.labels FROM namespace_targets n
 		JOIN environment_tenancy t ON t.env_id = n.env_id WHERE t.tenant_id = ? ORDER BY n.env_id, n.namespace`, tenant)
 	if err != nil {
 		return nil, err

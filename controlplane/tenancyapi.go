@@ -15,7 +15,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
@@ -36,20 +38,50 @@ func (c caller) actor() string {
 	return "principal:" + c.principal.Tenant + "/" + c.principal.Name
 }
 
-// authenticate reads the bearer token: the admin token, or a principal's.
-func (s *Server) authenticate(r *http.Request) (caller, bool) {
+// authenticate reads the bearer token, the admin token or a principal's, and records who the
+// caller is in the request's audit entry. Without a valid token it refuses (401), and the
+// refusal is recorded as anonymous: no tenant, no target, rate-limited.
+func (s *Server) authenticate(r *http.Request) (caller, error) {
+	e := auditOf(r)
 	tok := bearer(r)
 	if s.AdminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.AdminToken)) == 1 {
-		return caller{admin: true}, true
+		e.actor, e.role = adminActor, adminRole
+		return caller{admin: true}, nil
 	}
+	e.actor, e.role, e.anonymous = "unknown", "none", true
 	if tok == "" {
-		return caller{}, false
+		return caller{}, fail(http.StatusUnauthorized, "a valid admin or principal token is required (Authorization: Bearer TOKEN)")
 	}
 	p, err := s.Store.PrincipalByToken(r.Context(), tok)
-	if err != nil {
-		return caller{}, false
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return caller{}, fail(http.StatusUnauthorized, "a valid admin or principal token is required (Authorization: Bearer TOKEN)")
+	case err != nil:
+		return caller{}, err
+	case !s.now().Before(p.TokenExpiresAt):
+		return caller{}, fail(http.StatusUnauthorized, "this principal token expired at %s: a tenant admin issues a new one (controlplane principal rotate-token)", p.TokenExpiresAt.UTC().Format(time.RFC3339))
 	}
-	return caller{principal: p}, true
+	c := caller{principal: p}
+	e.actor, e.role, e.tenant, e.anonymous = c.actor(), c.roles(), p.Tenant, false
+	return c, nil
+}
+
+// admin serves a route of the admin token alone. A principal's token is refused (403) and
+// recorded as that principal, in its tenant.
+func (s *Server) admin(action string, h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return s.endpoint(action, func(w http.ResponseWriter, r *http.Request) error {
+		c, err := s.authenticate(r)
+		if err != nil {
+			return err
+		}
+		if !c.admin {
+			return fail(http.StatusForbidden, "%s may not %s: it takes the platform's admin token", c.actor(), action)
+		}
+		if err := validPath(r); err != nil {
+			return err
+		}
+		return h(w, r)
+	})
 }
 
 // may returns the role under which c may take action in tenant (project: the project the
@@ -70,6 +102,11 @@ func (c caller) may(action targeting.Action, tenant, project string) (string, bo
 		}
 	}
 	return "", false
+}
+
+// tenantAdmin reports whether c is the platform admin or a tenant admin of tenant.
+func (c caller) tenantAdmin(tenant string) bool {
+	return c.admin || (c.principal.Tenant == tenant && slices.Contains(c.principal.Bindings, Binding{Role: targeting.TenantAdmin}))
 }
 
 // roles is a principal's bindings, for the audit of a refusal.
@@ -94,39 +131,38 @@ func orAll(project string) string {
 	return project
 }
 
-// tenantRoute authenticates, authorizes action in the path's tenant (and project) and audits the
-// request under the caller's role: 401 without a valid token, 403 without the role, naming the
-// action and what the caller holds.
-func (s *Server) tenantRoute(action targeting.Action, h func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		tenant, project := r.PathValue("tenant"), r.PathValue("project")
-		c, ok := s.authenticate(r)
-		if !ok {
-			s.audited(string(action), "unknown", "none", func(w http.ResponseWriter, _ *http.Request) {
-				writeError(w, http.StatusUnauthorized, "a valid admin or principal token is required")
-			})(w, r)
-			return
+// tenantRoute authenticates, authorizes action in the path's tenant (and project) and serves
+// the request audited under the caller's role: 401 without a valid token, 403 without the role
+// (naming the action, what the caller holds and the roles that may), 404 for a tenant that
+// does not exist (asked by the admin token: a principal is refused before, in another tenant).
+func (s *Server) tenantRoute(action targeting.Action, h func(http.ResponseWriter, *http.Request, caller) error) http.HandlerFunc {
+	return s.endpoint(string(action), func(w http.ResponseWriter, r *http.Request) error {
+		c, err := s.authenticate(r)
+		if err != nil {
+			return err
 		}
+		if err := validPath(r); err != nil {
+			return err
+		}
+		tenant, project := r.PathValue("tenant"), r.PathValue("project")
 		role, allowed := c.may(action, tenant, project)
 		if !allowed {
-			s.audited(string(action), c.actor(), c.roles(), func(w http.ResponseWriter, r *http.Request) {
-				auditOf(r).target = scope(tenant, project)
-				writeError(w, http.StatusForbidden, "%s may not %s in %s (holds %s): %s",
-					c.actor(), action, scope(tenant, project), c.roles(), whoMay(action))
-			})(w, r)
-			return
+			where := scope(tenant, project)
+			if !c.admin && c.principal.Tenant != tenant {
+				where = "another tenant"
+			}
+			return fail(http.StatusForbidden, "%s may not %s in %s (holds %s): %s", c.actor(), action, where, c.roles(), whoMay(action))
 		}
-		s.audited(string(action), c.actor(), role, func(w http.ResponseWriter, r *http.Request) {
-			if auditOf(r).target == "" {
-				auditOf(r).target = scope(tenant, project)
-			}
-			if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, ErrNotFound) {
-				writeError(w, http.StatusNotFound, "no tenant %s", tenant)
-				return
-			}
-			h(w, r, c)
-		})(w, r)
-	}
+		e := auditOf(r)
+		e.role = role
+		if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, ErrNotFound) {
+			return fail(http.StatusNotFound, "no tenant %s", tenant)
+		} else if err != nil {
+			return err
+		}
+		e.tenant, e.target = tenant, "tenant "+tenant
+		return h(w, r, c)
+	})
 }
 
 func scope(tenant, project string) string {
@@ -147,272 +183,505 @@ func whoMay(action targeting.Action) string {
 	return "it takes one of " + strings.Join(roles, ", ")
 }
 
-// decode reads a JSON body into v (64 KiB at most), answering 400 when it cannot.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "the body is not valid JSON: %v", err)
-		return false
-	}
-	return true
-}
-
-// validName refuses a name that is not a DNS label (tenants, principals, projects, stages).
-func validName(w http.ResponseWriter, what, name string) bool {
+// validName refuses a name that is not a DNS label (tenants, principals, projects, stages,
+// namespaces).
+func validName(what, name string) error {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
-		writeError(w, http.StatusBadRequest, "%s %q: %s", what, name, strings.Join(errs, "; "))
-		return false
+		return fail(http.StatusBadRequest, "%s %q: %s", what, truncate(name, 80), strings.Join(errs, "; "))
 	}
-	return true
-}
-
-func (s *Server) storageError(w http.ResponseWriter, err error) {
-	switch {
-	case errors.Is(err, ErrConflict):
-		writeError(w, http.StatusConflict, "already exists")
-	default:
-		s.log().Error("tenancy storage", "error", err)
-		writeError(w, http.StatusInternalServerError, "storage error")
-	}
+	return nil
 }
 
 // createTenant is POST /admin/tenants {"name"}: the admin token only.
-func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) {
-	var req struct{ Name string }
-	if !decode(w, r, &req) || !validName(w, "tenant", req.Name) {
-		return
+func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	if err := validName("tenant", req.Name); err != nil {
+		return err
 	}
 	if err := s.Store.CreateTenant(r.Context(), req.Name, req.Name); err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
-	auditOf(r).target = "tenant " + req.Name
+	auditOf(r).tenant, auditOf(r).target = req.Name, "tenant "+req.Name
 	writeJSON(w, http.StatusCreated, Tenant{ID: req.Name, Name: req.Name})
+	return nil
 }
 
-// NewPrincipal is the answer to a principal's creation: its token is shown this once.
+// Principal token lifetimes: a token expires, and a tenant admin rotates it.
+const (
+	DefaultPrincipalTokenLifetime = 90 * 24 * time.Hour
+	MaxPrincipalTokenLifetime     = 366 * 24 * time.Hour
+)
+
+// TokenLifetime is the body of a principal's creation or token rotation: how long the token
+// lasts (DefaultPrincipalTokenLifetime when 0, at most MaxPrincipalTokenLifetime).
+type TokenLifetime struct {
+	ExpiresInSeconds int64 `json:"expiresInSeconds,omitempty"`
+}
+
+func (t TokenLifetime) expiry(now time.Time) (time.Time, error) {
+	d := time.Duration(t.ExpiresInSeconds) * time.Second
+	switch {
+	case t.ExpiresInSeconds == 0:
+		d = DefaultPrincipalTokenLifetime
+	case t.ExpiresInSeconds < 0 || d > MaxPrincipalTokenLifetime:
+		return time.Time{}, fail(http.StatusBadRequest, "expiresInSeconds must be between 1 and %d (366 days)", int64(MaxPrincipalTokenLifetime.Seconds()))
+	}
+	return now.Add(d), nil
+}
+
+// NewPrincipal is the answer to a principal's creation or token rotation: its token is shown
+// this once.
 type NewPrincipal struct {
 	Principal
 	Token string `json:"token"`
 }
 
-// createPrincipal is POST /admin/tenants/{tenant}/principals {"name"}.
-func (s *Server) createPrincipal(w http.ResponseWriter, r *http.Request, _ caller) {
-	var req struct{ Name string }
-	if !decode(w, r, &req) || !validName(w, "principal", req.Name) {
-		return
+// listPrincipals is GET /admin/tenants/{tenant}/principals: every principal, its bindings and
+// when its token expires, for review. Never a token.
+func (s *Server) listPrincipals(w http.ResponseWriter, r *http.Request, _ caller) error {
+	ps, err := s.Store.Principals(r.Context(), r.PathValue("tenant"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"principals": ps})
+	return nil
+}
+
+// createPrincipal is POST /admin/tenants/{tenant}/principals {"name", "expiresInSeconds"}.
+func (s *Server) createPrincipal(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req struct {
+		Name string `json:"name"`
+		TokenLifetime
+	}
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	if err := validName("principal", req.Name); err != nil {
+		return err
+	}
+	expires, err := req.expiry(s.now())
+	if err != nil {
+		return err
 	}
 	tenant := r.PathValue("tenant")
-	p := Principal{ID: "p-" + randomID(8), Tenant: tenant, Name: req.Name}
+	p := Principal{ID: "p-" + randomID(8), Tenant: tenant, Name: req.Name, Created: s.now().UTC(), TokenExpiresAt: expires.UTC()}
 	token := "nexo-principal-" + randomID(24)
-	if err := s.Store.CreatePrincipal(r.Context(), p.ID, tenant, p.Name, token); err != nil {
-		s.storageError(w, err)
-		return
+	if err := s.Store.CreatePrincipal(r.Context(), p.ID, tenant, p.Name, token, expires); err != nil {
+		return err
 	}
 	auditOf(r).target = "principal " + tenant + "/" + p.Name
 	writeJSON(w, http.StatusCreated, NewPrincipal{Principal: p, Token: token})
+	return nil
+}
+
+// pathPrincipal resolves the path's principal in its tenant (404 otherwise) and makes it the
+// audit target.
+func (s *Server) pathPrincipal(r *http.Request) (Principal, error) {
+	tenant, name := r.PathValue("tenant"), r.PathValue("principal")
+	p, err := s.Store.PrincipalByName(r.Context(), tenant, name)
+	if errors.Is(err, ErrNotFound) {
+		return p, fail(http.StatusNotFound, "no principal %s in tenant %s", name, tenant)
+	} else if err != nil {
+		return p, err
+	}
+	auditOf(r).target = "principal " + tenant + "/" + p.Name
+	return p, nil
+}
+
+// deletePrincipal is DELETE /admin/tenants/{tenant}/principals/{principal}: the principal and
+// its bindings go; its token is refused from its next request.
+func (s *Server) deletePrincipal(w http.ResponseWriter, r *http.Request, _ caller) error {
+	p, err := s.pathPrincipal(r)
+	if err != nil {
+		return err
+	}
+	if err := s.Store.DeletePrincipal(r.Context(), p.ID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// rotatePrincipalToken is POST /admin/tenants/{tenant}/principals/{principal}/token
+// {"expiresInSeconds"} (body optional): a new token, shown once; the old one is refused from
+// its next request (a leaked token has no grace).
+func (s *Server) rotatePrincipalToken(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req TokenLifetime
+	if r.ContentLength != 0 {
+		if err := decode(r, &req, smallBody); err != nil {
+			return err
+		}
+	}
+	expires, err := req.expiry(s.now())
+	if err != nil {
+		return err
+	}
+	p, err := s.pathPrincipal(r)
+	if err != nil {
+		return err
+	}
+	token := "nexo-principal-" + randomID(24)
+	if err := s.Store.RotatePrincipalToken(r.Context(), p.ID, token, expires); err != nil {
+		return err
+	}
+	p.TokenExpiresAt = expires.UTC()
+	writeJSON(w, http.StatusOK, NewPrincipal{Principal: p, Token: token})
+	return nil
+}
+
+// bindingRequest is the body of a role binding.
+type bindingRequest struct {
+	Principal string         `json:"principal"`
+	Role      targeting.Role `json:"role"`
+	Project   string         `json:"project,omitempty"`
+}
+
+// checkBinding refuses a binding that cannot be meant: an unknown role, a tenant admin in a
+// project, a project role without one, a project that does not exist.
+func (s *Server) checkBinding(ctx context.Context, tenant string, b Binding) error {
+	if !slices.Contains(targeting.Roles, b.Role) {
+		return fail(http.StatusBadRequest, "unknown role %q: one of %v", truncate(string(b.Role), 40), targeting.Roles)
+	}
+	switch {
+	case b.Role == targeting.TenantAdmin && b.Project != "":
+		return fail(http.StatusBadRequest, "tenant-admin is tenant-wide: leave project empty")
+	case b.Role != targeting.TenantAdmin && b.Role != targeting.Viewer && b.Project == "":
+		return fail(http.StatusBadRequest, "%s is bound in a project: name it", b.Role)
+	}
+	if b.Project != "" {
+		if err := validName("project", b.Project); err != nil {
+			return err
+		}
+		if ok, err := s.Store.ProjectExists(ctx, tenant, b.Project); err != nil {
+			return err
+		} else if !ok {
+			return fail(http.StatusNotFound, "no project %s in tenant %s", b.Project, tenant)
+		}
+	}
+	return nil
 }
 
 // bindRole is POST /admin/tenants/{tenant}/role-bindings {"principal", "role", "project"}.
-func (s *Server) bindRole(w http.ResponseWriter, r *http.Request, _ caller) {
-	var req struct {
-		Principal string         `json:"principal"`
-		Role      targeting.Role `json:"role"`
-		Project   string         `json:"project"`
-	}
-	if !decode(w, r, &req) {
-		return
+func (s *Server) bindRole(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req bindingRequest
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
 	}
 	tenant := r.PathValue("tenant")
-	auditOf(r).target = "principal " + tenant + "/" + req.Principal
-	if !slices.Contains(targeting.Roles, req.Role) {
-		writeError(w, http.StatusBadRequest, "unknown role %q: one of %v", req.Role, targeting.Roles)
-		return
+	if err := validName("principal", req.Principal); err != nil {
+		return err
 	}
-	switch {
-	case req.Role == targeting.TenantAdmin && req.Project != "":
-		writeError(w, http.StatusBadRequest, "tenant-admin is tenant-wide: leave project empty")
-		return
-	case req.Role != targeting.TenantAdmin && req.Role != targeting.Viewer && req.Project == "":
-		writeError(w, http.StatusBadRequest, "%s is bound in a project: name it", req.Role)
-		return
+	b := Binding{Role: req.Role, Project: req.Project}
+	if err := s.checkBinding(r.Context(), tenant, b); err != nil {
+		return err
 	}
 	p, err := s.Store.PrincipalByName(r.Context(), tenant, req.Principal)
 	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no principal %s in tenant %s", req.Principal, tenant)
-		return
+		return fail(http.StatusNotFound, "no principal %s in tenant %s", req.Principal, tenant)
 	} else if err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
-	if req.Project != "" {
-		if ok, err := s.Store.ProjectExists(r.Context(), tenant, req.Project); err != nil || !ok {
-			writeError(w, http.StatusNotFound, "no project %s in tenant %s", req.Project, tenant)
-			return
-		}
+	auditOf(r).target = "principal " + tenant + "/" + p.Name
+	if err := s.Store.Bind(r.Context(), p.ID, b); err != nil {
+		return err
 	}
-	if err := s.Store.Bind(r.Context(), p.ID, Binding{Role: req.Role, Project: req.Project}); err != nil {
-		s.storageError(w, err)
-		return
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+// unbindRole is DELETE /admin/tenants/{tenant}/principals/{principal}/role-bindings/{role}
+// [?project=P]: the role no longer applies from the principal's next request.
+func (s *Server) unbindRole(w http.ResponseWriter, r *http.Request, _ caller) error {
+	p, err := s.pathPrincipal(r)
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, Binding{Role: req.Role, Project: req.Project})
+	b := Binding{Role: targeting.Role(r.PathValue("role")), Project: r.URL.Query().Get("project")}
+	if err := s.checkBinding(r.Context(), r.PathValue("tenant"), b); err != nil {
+		return err
+	}
+	if err := s.Store.Unbind(r.Context(), p.ID, b); errors.Is(err, ErrNotFound) {
+		return fail(http.StatusNotFound, "principal %s does not hold %s in %s", p.Name, b.Role, orAll(b.Project))
+	} else if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // createProject is POST /admin/tenants/{tenant}/projects {"name"}.
-func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ caller) {
-	var req struct{ Name string }
-	if !decode(w, r, &req) || !validName(w, "project", req.Name) {
-		return
+func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	if err := validName("project", req.Name); err != nil {
+		return err
+	}
+	if err := s.Store.CreateProject(r.Context(), r.PathValue("tenant"), req.Name); err != nil {
+		return err
 	}
 	auditOf(r).target = scope(r.PathValue("tenant"), req.Name)
-	if err := s.Store.CreateProject(r.Context(), r.PathValue("tenant"), req.Name); err != nil {
-		s.storageError(w, err)
-		return
-	}
 	writeJSON(w, http.StatusCreated, map[string]string{"tenant": r.PathValue("tenant"), "name": req.Name})
+	return nil
 }
 
-// StageSpec is a stage's selectors, as the API takes and shows them.
+// StageSpec is a stage's selectors, as the API takes and shows them. SharedTargets lets the
+// stage reach namespace targets another project's stage reaches: a tenant admin's decision.
 type StageSpec struct {
-	Environments map[string]string `json:"environments"`
-	Namespaces   map[string]string `json:"namespaces"`
+	Environments  map[string]string `json:"environments"`
+	Namespaces    map[string]string `json:"namespaces"`
+	SharedTargets bool              `json:"sharedTargets,omitempty"`
 }
 
-// setStage is PUT /admin/tenants/{tenant}/projects/{project}/stages/{stage}.
-func (s *Server) setStage(w http.ResponseWriter, r *http.Request, _ caller) {
+// pathProject resolves the path's project (404 otherwise).
+func (s *Server) pathProject(r *http.Request) error {
+	tenant, project := r.PathValue("tenant"), r.PathValue("project")
+	if ok, err := s.Store.ProjectExists(r.Context(), tenant, project); err != nil {
+		return err
+	} else if !ok {
+		return fail(http.StatusNotFound, "no project %s in tenant %s", project, tenant)
+	}
+	auditOf(r).target = scope(tenant, project)
+	return nil
+}
+
+// setStage is PUT /admin/tenants/{tenant}/projects/{project}/stages/{stage}. A namespace
+// target belongs to one project: a stage that would reach one another project's stage reaches
+// is refused (409), unless a tenant admin marks it sharedTargets.
+func (s *Server) setStage(w http.ResponseWriter, r *http.Request, c caller) error {
 	tenant, project, name := r.PathValue("tenant"), r.PathValue("project"), r.PathValue("stage")
 	var req StageSpec
-	if !decode(w, r, &req) || !validName(w, "stage", name) {
-		return
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
 	}
-	auditOf(r).target = "stage " + tenant + "/" + project + "/" + name
-	for what, sel := range map[string]map[string]string{"the environment selector": req.Environments, "the namespace selector": req.Namespaces} {
-		if err := targeting.ValidateSelector(what, sel); err != nil {
-			writeError(w, http.StatusBadRequest, "%v", err)
-			return
+	if err := validName("stage", name); err != nil {
+		return err
+	}
+	for _, sel := range []struct {
+		what string
+		sel  map[string]string
+	}{{"the environment selector", req.Environments}, {"the namespace selector", req.Namespaces}} {
+		if err := targeting.ValidateSelector(sel.what, sel.sel); err != nil {
+			return fail(http.StatusBadRequest, "%v", err)
 		}
 	}
-	if ok, err := s.Store.ProjectExists(r.Context(), tenant, project); err != nil || !ok {
-		writeError(w, http.StatusNotFound, "no project %s in tenant %s", project, tenant)
-		return
+	if err := s.pathProject(r); err != nil {
+		return err
 	}
-	st := targeting.Stage{Project: project, Name: name, Environments: req.Environments, NamespaceTargets: req.Namespaces}
+	if req.SharedTargets && !c.tenantAdmin(tenant) {
+		return fail(http.StatusForbidden, "only a tenant admin may let a stage share namespace targets with other projects (sharedTargets)")
+	}
+	st := StoredStage{Stage: targeting.Stage{Project: project, Name: name, Environments: req.Environments, NamespaceTargets: req.Namespaces}, Shared: req.SharedTargets}
+	if !st.Shared {
+		if err := s.exclusiveTargets(r.Context(), tenant, st); err != nil {
+			return err
+		}
+	}
 	if err := s.Store.SetStage(r.Context(), tenant, st); err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
+	auditOf(r).target = "stage " + tenant + "/" + project + "/" + name
 	writeJSON(w, http.StatusOK, req)
+	return nil
+}
+
+// exclusiveTargets refuses (409) a stage that would reach a namespace target another project's
+// stage reaches.
+func (s *Server) exclusiveTargets(ctx context.Context, tenant string, st StoredStage) error {
+	envs, err := s.Store.TenantEnvironments(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	stages, err := s.Store.Stages(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	mine := map[string]bool{}
+	for _, t := range targeting.Targets(tenant, st.Stage, envs) {
+		if t.Eligible {
+			mine[t.Environment+"/"+t.Namespace] = true
+		}
+	}
+	for _, other := range stages {
+		if other.Project == st.Project {
+			continue
+		}
+		for _, t := range targeting.Targets(tenant, other.Stage, envs) {
+			if t.Eligible && mine[t.Environment+"/"+t.Namespace] {
+				return fail(http.StatusConflict, "stage %s/%s would reach %s/%s, which project %s's stage %s reaches: a namespace target belongs to one project; narrow the selectors, or a tenant admin sets sharedTargets",
+					st.Project, st.Name, t.Environment, t.Namespace, other.Project, other.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // createTenantEnvironment is POST /admin/tenants/{tenant}/environments {"name"}: an environment
 // of the tenant, its connect token shown this once.
-func (s *Server) createTenantEnvironment(w http.ResponseWriter, r *http.Request, _ caller) {
-	var req struct{ Name string }
-	if !decode(w, r, &req) || strings.TrimSpace(req.Name) == "" {
-		writeError(w, http.StatusBadRequest, "a name is required")
-		return
+func (s *Server) createTenantEnvironment(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	if err := validDisplayName("environment", req.Name); err != nil {
+		return err
 	}
 	env, token, err := s.registerEnvironment(r.Context(), req.Name)
 	if err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
 	if err := s.Store.AssignEnvironment(r.Context(), env.ID, r.PathValue("tenant")); err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
 	auditOf(r).target = env.ID
 	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
+	return nil
 }
 
-// tenantEnvironment checks that env belongs to the path's tenant: another tenant's environment
-// is answered as unknown.
-func (s *Server) tenantEnvironment(w http.ResponseWriter, r *http.Request) (string, bool) {
+// tenantEnvironment resolves the path's environment in the path's tenant: another tenant's
+// environment is answered as unknown (404).
+func (s *Server) tenantEnvironment(r *http.Request) (string, error) {
 	env, tenant := r.PathValue("env"), r.PathValue("tenant")
-	auditOf(r).target = env
 	owner, err := s.Store.EnvironmentTenant(r.Context(), env)
 	if err != nil {
-		s.storageError(w, err)
-		return "", false
+		return "", err
 	}
 	if owner != tenant {
-		writeError(w, http.StatusNotFound, "no environment %s in tenant %s", env, tenant)
-		return "", false
+		return "", fail(http.StatusNotFound, "no environment %s in tenant %s", env, tenant)
 	}
-	return env, true
+	auditOf(r).target = env
+	return env, nil
+}
+
+// rotateTenantToken is POST /admin/tenants/{tenant}/environments/{env}/token {"graceSeconds"}
+// (body optional): the tenant admin's connect-token rotation, with the same grace as the admin
+// token's (adminapi.go).
+func (s *Server) rotateTenantToken(w http.ResponseWriter, r *http.Request, _ caller) error {
+	id, err := s.tenantEnvironment(r)
+	if err != nil {
+		return err
+	}
+	env, err := s.Store.Environment(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return s.rotate(w, r, env)
 }
 
 // setEnvironmentLabels is PUT /admin/tenants/{tenant}/environments/{env}/labels {"labels"}.
-func (s *Server) setEnvironmentLabels(w http.ResponseWriter, r *http.Request, _ caller) {
-	var req struct{ Labels map[string]string }
-	if !decode(w, r, &req) {
-		return
+func (s *Server) setEnvironmentLabels(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req struct {
+		Labels map[string]string `json:"labels"`
 	}
-	env, ok := s.tenantEnvironment(w, r)
-	if !ok {
-		return
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	env, err := s.tenantEnvironment(r)
+	if err != nil {
+		return err
 	}
 	if err := targeting.ValidateLabels("environment labels", req.Labels); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
+		return fail(http.StatusBadRequest, "%v", err)
 	}
 	if err := s.Store.SetEnvironmentLabels(r.Context(), env, req.Labels); err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, req)
+	return nil
 }
 
 // setNamespaceTarget is PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}.
-func (s *Server) setNamespaceTarget(w http.ResponseWriter, r *http.Request, _ caller) {
-	var req struct{ Labels map[string]string }
-	if !decode(w, r, &req) {
-		return
+func (s *Server) setNamespaceTarget(w http.ResponseWriter, r *http.Request, _ caller) error {
+	var req struct {
+		Labels map[string]string `json:"labels"`
 	}
-	env, ok := s.tenantEnvironment(w, r)
-	if !ok {
-		return
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
+	}
+	env, err := s.tenantEnvironment(r)
+	if err != nil {
+		return err
 	}
 	ns := r.PathValue("namespace")
-	auditOf(r).target = env + "/" + ns
-	if !validName(w, "namespace", ns) {
-		return
+	if err := validName("namespace", ns); err != nil {
+		return err
 	}
 	if err := targeting.ValidateLabels("namespace target labels", req.Labels); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
+		return fail(http.StatusBadRequest, "%v", err)
 	}
 	if err := s.Store.SetNamespaceTarget(r.Context(), env, ns, req.Labels); err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
+	auditOf(r).target = env + "/" + ns
 	writeJSON(w, http.StatusOK, req)
+	return nil
 }
 
-// stageTargets answers a stage's targets, and the tenant's environments they were decided from,
-// or a 404 naming what is missing.
-func (s *Server) stageTargets(w http.ResponseWriter, r *http.Request) ([]targeting.Target, []targeting.Environment, bool) {
+// stagePlan is a stage and what its checks read: its targets, and the tenant's environments
+// they were decided from (labels, namespace targets, the limits their clusters last reported).
+type stagePlan struct {
+	stage   StoredStage
+	targets []targeting.Target
+	envs    []targeting.Environment
+}
+
+// origin is where a command through the stage comes from.
+func (p stagePlan) origin() Origin { return Origin{Project: p.stage.Project, Stage: p.stage.Name} }
+
+// deployable lists env's namespaces the stage may deploy to now.
+func (p stagePlan) deployable(env string) []string {
+	var out []string
+	for _, t := range p.targets {
+		if t.Environment == env && t.Deployable {
+			out = append(out, t.Namespace)
+		}
+	}
+	return out
+}
+
+// limits are env's cluster limits as last reported (nil: none).
+func (p stagePlan) limits(env string) *protocol.Limits {
+	if i := slices.IndexFunc(p.envs, func(e targeting.Environment) bool { return e.ID == env }); i >= 0 {
+		return p.envs[i].Limits
+	}
+	return nil
+}
+
+// stageTargets reads the path's stage and decides its targets (404 naming what is missing).
+func (s *Server) stageTargets(r *http.Request) (stagePlan, error) {
 	tenant, project, name := r.PathValue("tenant"), r.PathValue("project"), r.PathValue("stage")
 	st, err := s.Store.Stage(r.Context(), tenant, project, name)
 	if errors.Is(err, ErrNotFound) {
-		writeError(w, http.StatusNotFound, "no stage %s in project %s/%s", name, tenant, project)
-		return nil, nil, false
+		return stagePlan{}, fail(http.StatusNotFound, "no stage %s in project %s/%s", name, tenant, project)
 	} else if err != nil {
-		s.storageError(w, err)
-		return nil, nil, false
+		return stagePlan{}, err
 	}
+	auditOf(r).target = "stage " + tenant + "/" + project + "/" + name
 	envs, err := s.Store.TenantEnvironments(r.Context(), tenant)
 	if err != nil {
-		s.storageError(w, err)
-		return nil, nil, false
+		return stagePlan{}, err
 	}
-	return targeting.Targets(tenant, st, envs), envs, true
+	return stagePlan{stage: st, targets: targeting.Targets(tenant, st.Stage, envs), envs: envs}, nil
 }
 
 // targets is GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/targets.
-func (s *Server) targets(w http.ResponseWriter, r *http.Request, _ caller) {
-	if t, _, ok := s.stageTargets(w, r); ok {
-		writeJSON(w, http.StatusOK, map[string]any{"targets": t})
+func (s *Server) targets(w http.ResponseWriter, r *http.Request, _ caller) error {
+	p, err := s.stageTargets(r)
+	if err != nil {
+		return err
 	}
+	writeJSON(w, http.StatusOK, map[string]any{"targets": p.targets})
+	return nil
 }
 
 // StageDeploy is a deploy through a project stage.
@@ -422,83 +691,99 @@ type StageDeploy struct {
 	Manifests   []json.RawMessage `json:"manifests"`
 }
 
-// stageRow finds the row of a stage's targets for env and namespace (namespace "" for a
-// rollout, which is per environment), answering 404 or 409 with the reasons when a command may
-// not go there; it returns the environment and the tenant's environments as targeting read them
-// (labels, targets, the limits their clusters last reported). The decision is
-// targeting.Targets', so the targets query and a deploy never disagree.
-func (s *Server) stageRow(w http.ResponseWriter, r *http.Request, env, namespace string) (Environment, []targeting.Environment, bool) {
-	targets, envs, ok := s.stageTargets(w, r)
-	if !ok {
-		return Environment{}, nil, false
+// stageRow decides whether a command through the path's stage may go to env and namespace
+// (namespace "" for a rollout, which is per environment): 404 or 409 with the reasons when not.
+// It returns the environment and the stage's plan. The decision is targeting.Targets', so the
+// targets query and a deploy never disagree.
+func (s *Server) stageRow(r *http.Request, env, namespace string) (Environment, stagePlan, error) {
+	p, err := s.stageTargets(r)
+	if err != nil {
+		return Environment{}, p, err
 	}
-	auditOf(r).target = strings.TrimSuffix(env+"/"+namespace, "/")
 	var rows []targeting.Target
-	for _, t := range targets {
+	for _, t := range p.targets {
 		if t.Environment == env {
 			rows = append(rows, t)
 		}
 	}
 	if len(rows) == 0 {
-		writeError(w, http.StatusNotFound, "no environment %s in tenant %s", env, r.PathValue("tenant"))
-		return Environment{}, nil, false
+		return Environment{}, p, fail(http.StatusNotFound, "no environment %s in tenant %s", truncate(env, 40), r.PathValue("tenant"))
 	}
+	auditOf(r).target = strings.TrimSuffix(env+"/"+namespace, "/")
 	stage := r.PathValue("stage")
 	if namespace == "" {
 		// A rollout goes to an environment the stage selects (any of its targets eligible).
 		if !slices.ContainsFunc(rows, func(t targeting.Target) bool { return t.Eligible }) {
-			writeError(w, http.StatusConflict, "environment %s is not eligible for stage %s: %s", env, stage, strings.Join(rows[0].Reasons, "; "))
-			return Environment{}, nil, false
+			return Environment{}, p, fail(http.StatusConflict, "environment %s is not eligible for stage %s: %s", env, stage, strings.Join(rows[0].Reasons, "; "))
 		}
 	} else {
 		i := slices.IndexFunc(rows, func(t targeting.Target) bool { return t.Namespace == namespace })
 		switch {
 		case i < 0:
-			writeError(w, http.StatusConflict, "environment %s has no namespace target %s: a tenant admin adds it (namespace-targets)", env, namespace)
-			return Environment{}, nil, false
+			auditOf(r).target = env
+			return Environment{}, p, fail(http.StatusConflict, "environment %s has no namespace target %s: a tenant admin adds it (namespace-targets)", env, namespace)
 		case !rows[i].Deployable:
-			writeError(w, http.StatusConflict, "%s/%s is not deployable for stage %s: %s", env, namespace, stage, strings.Join(rows[i].Reasons, "; "))
-			return Environment{}, nil, false
+			return Environment{}, p, fail(http.StatusConflict, "%s/%s is not deployable for stage %s: %s", env, namespace, stage, strings.Join(rows[i].Reasons, "; "))
 		}
 	}
 	e, err := s.Store.Environment(r.Context(), env)
-	if err != nil {
-		s.storageError(w, err)
-		return Environment{}, nil, false
+	return e, p, err
+}
+
+// ownedByProject refuses (409) objects of a deploy through a stage that the deployed set holds
+// for another project, or for the admin token's commands: a project replaces only its own.
+func (s *Server) ownedByProject(ctx context.Context, envID string, p stagePlan, objs []*unstructured.Unstructured) error {
+	for _, u := range objs {
+		o, deployed, err := s.Store.DesiredOrigin(ctx, envID, u.GetKind(), u.GetNamespace(), u.GetName())
+		if err != nil {
+			return err
+		}
+		if deployed && o.Project != p.stage.Project {
+			return fail(http.StatusConflict, "%s %s/%s in environment %s belongs to %s: project %s may not replace it",
+				u.GetKind(), u.GetNamespace(), u.GetName(), envID, ownerName(o), p.stage.Project)
+		}
 	}
-	return e, envs, true
+	return nil
+}
+
+func ownerName(o Origin) string {
+	if o.Project == "" {
+		return "the platform admin (deployed outside any project)"
+	}
+	return "project " + o.Project
 }
 
 // deployThroughStage is POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy
 // {"environment", "namespace", "manifests"}. In order: the caller's role (tenantRoute), the
 // project's stage, the environment in the same tenant, its labels, the namespace target and its
-// labels, the namespaces the cluster last reported it allows, and the tenant's license
-// entitlement (entitlement.go); only then are the manifests signed and queued. The operator
-// enforces the cluster's license document again in the cluster.
-func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ caller) {
+// labels, the namespaces the cluster last reported it allows, the manifests (decoded once: what
+// is checked, counted and signed is one object), no object another project deployed, and the
+// tenant's license entitlement (entitlement.go). Only then are the manifests signed and queued,
+// in the same transaction as every check.
+func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ caller) error {
 	var req StageDeploy
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "the body is not valid JSON: %v", err)
-		return
+	if err := decode(r, &req, manifestBody); err != nil {
+		return err
 	}
-	if req.Namespace == "" {
-		writeError(w, http.StatusBadRequest, "a namespace is required")
-		return
+	if err := validName("namespace", req.Namespace); err != nil {
+		return err
 	}
-	env, envs, ok := s.stageRow(w, r, req.Environment, req.Namespace)
-	if !ok {
-		return
-	}
-	refusal, err := s.entitled(r.Context(), r.PathValue("tenant"), envs, req.Environment, req.Namespace, req.Manifests)
+	env, plan, err := s.stageRow(r, req.Environment, req.Namespace)
 	if err != nil {
-		s.storageError(w, err)
-		return
+		return err
 	}
-	if refusal != nil {
-		writeError(w, http.StatusForbidden, "%v", refusal)
-		return
+	c := protocol.Command{Type: protocol.Deploy, Namespaces: []string{req.Namespace}, Manifests: req.Manifests}
+	objs, err := s.prepare(r.Context(), env.ID, &c, nil)
+	if err != nil {
+		return err
 	}
-	s.queue(w, r, env, protocol.Command{Type: protocol.Deploy, Namespaces: []string{req.Namespace}, Manifests: req.Manifests})
+	if err := s.ownedByProject(r.Context(), env.ID, plan, objs); err != nil {
+		return err
+	}
+	if err := s.entitled(r.Context(), r.PathValue("tenant"), env.ID, objs); err != nil {
+		return err
+	}
+	return s.queue(w, r, env, c, objs, plan.origin())
 }
 
 // StageRollout is a rollout through a project stage.
@@ -509,34 +794,36 @@ type StageRollout struct {
 
 // rolloutThroughStage is POST .../stages/{stage}/rollout {"environment", "image"}: the
 // environment must be eligible for the stage, and the image's repository among those its
-// cluster last reported a rollout may set.
-func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ caller) {
+// cluster last reported a rollout may set. It re-signs the project's own NexoProxies in the
+// namespace targets the stage may deploy to, and nothing else.
+func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ caller) error {
 	var req StageRollout
-	if !decode(w, r, &req) {
-		return
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
 	}
 	repo, err := protocol.ImageRepository(req.Image)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "image %q: %v", req.Image, err)
-		return
+		return fail(http.StatusBadRequest, "image %q: %v", truncate(req.Image, 200), err)
 	}
-	env, envs, ok := s.stageRow(w, r, req.Environment, "")
-	if !ok {
-		return
+	env, plan, err := s.stageRow(r, req.Environment, "")
+	if err != nil {
+		return err
 	}
-	var limits *protocol.Limits
-	if i := slices.IndexFunc(envs, func(e targeting.Environment) bool { return e.ID == env.ID }); i >= 0 {
-		limits = envs[i].Limits
-	}
-	switch {
+	switch limits := plan.limits(env.ID); {
 	case limits == nil:
-		writeError(w, http.StatusConflict, "environment %s is eligible, but its cluster has not reported which image repositories a rollout may set", env.ID)
-		return
+		return fail(http.StatusConflict, "environment %s is eligible, but its cluster has not reported which image repositories a rollout may set", env.ID)
 	case !limits.AllowsImage(req.Image):
-		writeError(w, http.StatusConflict, "eligible, refused by the cluster: %s is not among the image repositories environment %s allows (%s)", repo, env.ID, strings.Join(limits.ImageRepositories, ", "))
-		return
+		return fail(http.StatusConflict, "eligible, refused by the cluster: %s is not among the image repositories environment %s allows (%s)", repo, env.ID, strings.Join(limits.ImageRepositories, ", "))
 	}
-	s.queue(w, r, env, protocol.Command{Type: protocol.Rollout, Image: req.Image})
+	c := protocol.Command{Type: protocol.Rollout, Image: req.Image}
+	objs, err := s.prepare(r.Context(), env.ID, &c, &rolloutScope{project: plan.stage.Project, namespaces: plan.deployable(env.ID)})
+	if err != nil {
+		return err
+	}
+	if len(objs) == 0 {
+		return fail(http.StatusConflict, "project %s has no NexoProxy deployed in environment %s inside stage %s's deployable namespace targets: nothing to roll out", plan.stage.Project, env.ID, plan.stage.Name)
+	}
+	return s.queue(w, r, env, c, objs, plan.origin())
 }
 
 // StageUninstall is an uninstall through a project stage.
@@ -547,21 +834,36 @@ type StageUninstall struct {
 }
 
 // uninstallThroughStage is POST .../stages/{stage}/uninstall {"environment", "namespace",
-// "name"}: one NexoProxy, in a namespace target the stage may deploy to.
-func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _ caller) {
+// "name"}: one NexoProxy of the project's own, in a namespace target the stage may deploy to.
+func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _ caller) error {
 	var req StageUninstall
-	if !decode(w, r, &req) {
-		return
+	if err := decode(r, &req, smallBody); err != nil {
+		return err
 	}
-	if req.Namespace == "" || req.Name == "" {
-		writeError(w, http.StatusBadRequest, "namespace and name of the NexoProxy are required")
-		return
+	if err := validName("namespace", req.Namespace); err != nil {
+		return err
 	}
-	env, _, ok := s.stageRow(w, r, req.Environment, req.Namespace)
-	if !ok {
-		return
+	if req.Name == "" {
+		return fail(http.StatusBadRequest, "namespace and name of the NexoProxy are required")
 	}
-	s.queue(w, r, env, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: req.Namespace, Name: req.Name}})
+	env, plan, err := s.stageRow(r, req.Environment, req.Namespace)
+	if err != nil {
+		return err
+	}
+	o, deployed, err := s.Store.DesiredOrigin(r.Context(), env.ID, "NexoProxy", req.Namespace, req.Name)
+	switch {
+	case err != nil:
+		return err
+	case !deployed:
+		return fail(http.StatusNotFound, "NexoProxy %s/%s is not deployed in environment %s", req.Namespace, truncate(req.Name, 80), env.ID)
+	case o.Project != plan.stage.Project:
+		return fail(http.StatusConflict, "NexoProxy %s/%s in environment %s belongs to %s: project %s may not uninstall it", req.Namespace, req.Name, env.ID, ownerName(o), plan.stage.Project)
+	}
+	c := protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: req.Namespace, Name: req.Name}}
+	if _, err := s.prepare(r.Context(), env.ID, &c, nil); err != nil {
+		return err
+	}
+	return s.queue(w, r, env, c, nil, plan.origin())
 }
 
 // registerEnvironment creates an environment and its connect token.
@@ -575,6 +877,6 @@ func (s *Server) registerEnvironment(ctx context.Context, name string) (Environm
 		return Environment{}, "", err
 	}
 	env, err := s.Store.Environment(ctx, id)
-	s.log().Info("environment registered", "environment", id, "name", name)
+	s.log().Info("environment registered", "environment", id)
 	return env, token, err
 }

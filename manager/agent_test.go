@@ -82,6 +82,7 @@ func (c *controlPlane) admin(method, path string, body, out any) int {
 	raw, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, c.srv.URL+path, bytes.NewReader(raw))
 	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		panic(err)
@@ -149,13 +150,14 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = store.Close() }()
 	cp = &controlPlane{}
-	cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+	kek, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
+	cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
 	cp.restart = func() {
 		_ = store.Close()
 		if store, err = controlplane.Open(dbPath); err != nil {
 			panic(err)
 		}
-		cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+		cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
 	}
 	cp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if cp.hang.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {

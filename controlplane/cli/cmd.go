@@ -56,7 +56,7 @@ func NewRootCmd(out io.Writer) *cobra.Command {
 }
 
 func serveCmd() *cobra.Command {
-	var db, listen, keyFile, adminTokenFile, cert, key string
+	var db, listen, keyFile, adminTokenFile, cert, key, kekFile, checkpointFile string
 	var heartbeat time.Duration
 	var insecure bool
 	var publicURL string
@@ -96,7 +96,24 @@ func serveCmd() *cobra.Command {
 				}
 				publicURL = scheme + "://" + listen
 			}
-			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default(), PublicURL: publicURL}
+			if kekFile == "" {
+				kekFile = db + ".kek"
+			}
+			kek, created, err := controlplane.LoadKeyEncryptionKey(kekFile, true)
+			if err != nil {
+				return err
+			}
+			if created {
+				slog.Warn("created a key-encryption key for the signing keys; keep it apart from the database (a Secret, another volume) and back it up: without it the stored signing keys cannot be opened", "file", kekFile)
+			}
+			if checkpointFile == "" {
+				checkpointFile = db + ".audit-checkpoint"
+			}
+			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default(), PublicURL: publicURL,
+				KeyEncryption: kek, Checkpoint: &controlplane.Checkpoint{Path: checkpointFile, Key: priv}}
+			if err := s.Init(cmd.Context()); err != nil {
+				return err
+			}
 			srv := controlplane.NewHTTPServer(listen, s.Handler())
 			go func() { <-cmd.Context().Done(); _ = srv.Shutdown(context.Background()) }()
 			slog.Info("control plane listening", "address", listen, "tls", cert != "", "signingKey", signature.KeyID(priv.Public().(ed25519.PublicKey)))
@@ -119,6 +136,8 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cert, "tls-cert", "", "TLS certificate (required off loopback)")
 	f.StringVar(&key, "tls-key", "", "TLS key")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP off loopback")
+	f.StringVar(&kekFile, "key-encryption-key-file", "", "32-byte key (base64) that seals the signing keys the database holds; created when missing (default: the database path + .kek). Keep it apart from the database")
+	f.StringVar(&checkpointFile, "audit-checkpoint", "", "file the signed head of the audit history is written to after every append and checked against on start (default: the database path + .audit-checkpoint); another volume is better")
 	f.StringVar(&publicURL, "public-url", "", "the URL Managers reach this Control Plane at, named in install commands (default: the listen address)")
 	f.DurationVar(&heartbeat, "heartbeat-interval", 30*time.Second, "nextHeartbeatSeconds sent to Managers")
 	return cmd
@@ -444,7 +463,10 @@ func auditCmd(out io.Writer, call caller) *cobra.Command {
 			if !v.OK {
 				return fmt.Errorf("the audit history is broken at record %d: %s", v.BrokenAt, v.Reason)
 			}
-			fmt.Fprintf(out, "the audit history verifies: %d records, head %s (keep it elsewhere to detect records removed from the end)\n", v.Records, v.Head)
+			fmt.Fprintf(out, "the audit history verifies: %d records, head %s\n", v.Records, v.Head)
+			if v.Anchor != nil {
+				fmt.Fprintf(out, "anchored: record %d matches the checkpoint %s\n", v.Anchor.Seq, v.Anchor.File)
+			}
 			return nil
 		},
 	}

@@ -81,6 +81,7 @@ func TestServeRegisterDeploy(t *testing.T) {
 	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, ClusterID: "c1"})
 	req, _ := http.NewRequest("POST", server+"/v1/heartbeat", bytes.NewReader(hb))
 	req.Header.Set("Authorization", "Bearer "+string(token))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

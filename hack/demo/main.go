@@ -234,6 +234,11 @@ func (d *demo) startControlPlane(context.Context) error {
 	d.progress("▸ starting the reference Control Plane and registering the demo environment")
 	_, cpKey, _ := ed25519.GenerateKey(rand.Reader) // the first signing key (controlplane serve --signing-key); Managers learn it over the channel
 	var err error
+	// A fresh Control Plane each run: its first signing key (and the audit checkpoint it signs) is
+	// new, so an earlier run's database would not verify against it.
+	for _, f := range []string{"controlplane.db", "controlplane.db-wal", "controlplane.db-shm", "controlplane.db.kek", "controlplane.db.audit-checkpoint"} {
+		_ = os.Remove(d.path(f))
+	}
 	if d.cpStore, err = controlplane.Open(d.path("controlplane.db")); err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
@@ -243,7 +248,15 @@ func (d *demo) startControlPlane(context.Context) error {
 	if err := os.WriteFile(d.path("admin-token"), []byte(d.adminToken), 0o600); err != nil {
 		return err
 	}
-	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: d.adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr}
+	kek, _, err := controlplane.LoadKeyEncryptionKey(d.path("controlplane.db.kek"), true) // seals the signing keys the database holds
+	if err != nil {
+		return &stepErr{step: "start the Control Plane", err: err}
+	}
+	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: d.adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr,
+		KeyEncryption: kek, Checkpoint: &controlplane.Checkpoint{Path: d.path("controlplane.db.audit-checkpoint"), Key: cpKey}}
+	if err := cpSrv.Init(context.Background()); err != nil {
+		return &stepErr{step: "start the Control Plane", err: err}
+	}
 	lis, err := net.Listen("tcp", cpAddr)
 	if err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}

@@ -541,6 +541,7 @@ func heartbeatWith(t *testing.T, url, token string) (int, string) {
 	body, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, ClusterID: "probe"})
 	req, _ := http.NewRequest("POST", url+"/v1/heartbeat", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()

@@ -84,7 +84,8 @@ func run(m *testing.M) int {
 	}
 	defer store.Close()
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	real := (&controlplane.Server{Store: store, Key: key, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler()
+	kek, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
+	real := (&controlplane.Server{Store: store, Key: key, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/heartbeat" {
 			body, _ := io.ReadAll(r.Body)

@@ -304,7 +304,8 @@ func startControlPlane(t *testing.T) (controlplane.AdminClient, ed25519.PublicKe
 		t.Fatal(err)
 	}
 	const adminToken = "security-test-admin-token"
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second}).Handler())
+	kek, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
+	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
 	t.Cleanup(func() { srv.Close(); _ = store.Close() })
 	return controlplane.AdminClient{URL: srv.URL, Token: adminToken}, cpPub
 }
