@@ -48,7 +48,7 @@ func (s *Server) prepare(ctx context.Context, envID string, c *protocol.Command,
 		for i, raw := range c.Manifests {
 			u := &unstructured.Unstructured{}
 			if err := u.UnmarshalJSON(raw); err != nil {
-				return nil, fail(http.StatusBadRequest, "manifest %d: %s", i, truncate(err.Error(), 200))
+				return nil, fail(http.StatusBadRequest, "manifest %d is not a Kubernetes object (apiVersion, kind and metadata, spelled exactly): %s", i, truncate(err.Error(), 200))
 			}
 			if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
 				return nil, fail(http.StatusBadRequest, "manifest %d is %q %q: only nexo.io kinds are deployed (apiVersion and kind, spelled exactly)", i, truncate(u.GetAPIVersion(), 60), truncate(u.GetKind(), 60))

@@ -7,12 +7,16 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -31,6 +35,28 @@ type cp struct {
 	srv    *httptest.Server
 	pub    ed25519.PublicKey
 	server *controlplane.Server
+	// skew moves the server's clock forward (nanoseconds), for expiries and rate windows.
+	skew atomic.Int64
+	// logs is what the server logged.
+	logs *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func start(t *testing.T, db string, key ed25519.PrivateKey) *cp {
@@ -39,8 +65,10 @@ func start(t *testing.T, db string, key ed25519.PrivateKey) *cp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: testKEK(key)}
-	c := &cp{t: t, db: db, store: store, srv: httptest.NewServer(s.Handler()), pub: key.Public().(ed25519.PublicKey), server: s}
+	c := &cp{t: t, db: db, store: store, pub: key.Public().(ed25519.PublicKey), logs: &syncBuffer{}}
+	s := &controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: testKEK(key),
+		Now: func() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }, Log: slog.New(slog.NewTextHandler(c.logs, nil))}
+	c.server, c.srv = s, httptest.NewServer(s.Handler())
 	t.Cleanup(c.stop)
 	return c
 }

@@ -3,7 +3,7 @@ package controlplane
 import (
 	"context"
 	"database/sql"
-		"errors"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"

@@ -72,6 +72,7 @@ func (tn *tenancy) heartbeat(t *testing.T, limits *protocol.Limits) {
 // environment's Manager fetch and acknowledge them applied: they join the deployed set.
 func (tn *tenancy) deployApplied(t *testing.T, names ...string) {
 	t.Helper()
+	tn.heartbeat(t, &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}})
 	var ms []json.RawMessage
 	for _, n := range names {
 		ms = append(ms, proxyIn("web", n))

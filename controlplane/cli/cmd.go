@@ -171,7 +171,7 @@ type caller func(method, path string, body, out any) error
 
 func envCmd(out io.Writer, call caller) *cobra.Command {
 	env := &cobra.Command{Use: "env", Short: "Register and inspect environments"}
-	var tokenOut, envTenant string
+	var tokenOut, envTenant, rotateTenant string
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Register an environment; its connect token is shown once",
@@ -244,7 +244,11 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var r controlplane.RotatedToken
-			if err := call("POST", "/admin/environments/"+args[0]+"/token", map[string]int64{"graceSeconds": int64(grace.Seconds())}, &r); err != nil {
+			path := "/admin/environments/" + args[0] + "/token"
+			if rotateTenant != "" { // a tenant admin rotates its own environment's token
+				path = "/admin/tenants/" + rotateTenant + "/environments/" + args[0] + "/token"
+			}
+			if err := call("POST", path, map[string]int64{"graceSeconds": int64(grace.Seconds())}, &r); err != nil {
 				return err
 			}
 			if err := os.WriteFile(newTokenOut, []byte(r.Token), 0o600); err != nil {
@@ -255,7 +259,8 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 			return nil
 		},
 	}
-	rotate.Flags().DurationVar(&grace, "grace", controlplane.DefaultTokenGrace, "how long the old token stays valid at the most")
+	rotate.Flags().DurationVar(&grace, "grace", controlplane.DefaultTokenGrace, "how long the old token stays valid at the most (at most 168h)")
+	rotate.Flags().StringVar(&rotateTenant, "tenant", "", "the environment's tenant: rotate as its tenant admin (--token-file) instead of the admin token")
 	rotate.Flags().StringVar(&newTokenOut, "token-out", "", "file for the new token (mode 0600); it is never printed")
 	_ = rotate.MarkFlagRequired("token-out")
 	install := &cobra.Command{

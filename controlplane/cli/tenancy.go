@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -99,12 +100,13 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 	entitle.Flags().StringVar(&expires, "expires", "", "when the entitlement ends (2027-12-31, or an RFC 3339 time)")
 	tenantCmd.AddCommand(entitle)
 
+	var tokenLife time.Duration
 	principal := &cobra.Command{Use: "principal", Short: "Principals: people and pipelines with their own API tokens"}
 	pcreate := &cobra.Command{
 		Use: "create NAME --tenant T [--token-out FILE]", Short: "Create a principal; its token is shown once", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var p controlplane.NewPrincipal
-			if err := call("POST", base()+"/principals", map[string]string{"name": args[0]}, &p); err != nil {
+			if err := call("POST", base()+"/principals", map[string]any{"name": args[0], "expiresInSeconds": int64(tokenLife.Seconds())}, &p); err != nil {
 				return err
 			}
 			return writeSecret(out, fmt.Sprintf("principal %s/%s; its token", tenant, p.Name), p.Token, tokenOut)
@@ -128,7 +130,78 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 	bind.Flags().StringVar(&role, "role", "", fmt.Sprintf("one of %v", targeting.Roles))
 	bind.Flags().StringVar(&bindProject, "project", "", "the project (not for tenant-admin)")
 	_ = bind.MarkFlagRequired("role")
-	principal.AddCommand(pcreate, bind)
+	pcreate.Flags().DurationVar(&tokenLife, "expires-in", 0, "how long the token lasts (default 90 days, at most 366 days: 8784h)")
+	var unbindProject string
+	unbind := &cobra.Command{
+		Use: "unbind NAME --tenant T --role ROLE [--project P]", Short: "Remove a principal's role; it no longer applies from the principal's next request",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			path := base() + "/principals/" + url.PathEscape(args[0]) + "/role-bindings/" + url.PathEscape(role)
+			if unbindProject != "" {
+				path += "?project=" + url.QueryEscape(unbindProject)
+			}
+			if err := call("DELETE", path, nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s/%s is no longer %s in %s\n", tenant, args[0], role, orTenant(unbindProject))
+			return nil
+		},
+	}
+	tenantFlag(unbind)
+	unbind.Flags().StringVar(&role, "role", "", fmt.Sprintf("one of %v", targeting.Roles))
+	unbind.Flags().StringVar(&unbindProject, "project", "", "the project (not for tenant-admin)")
+	_ = unbind.MarkFlagRequired("role")
+	pdelete := &cobra.Command{
+		Use: "delete NAME --tenant T", Short: "Delete a principal and its bindings; its token is refused from its next request", Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := call("DELETE", base()+"/principals/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "principal %s/%s deleted; its token no longer works\n", tenant, args[0])
+			return nil
+		},
+	}
+	tenantFlag(pdelete)
+	protate := &cobra.Command{
+		Use: "rotate-token NAME --tenant T [--token-out FILE] [--expires-in D]", Short: "Issue a principal a new token (shown once); the old one is refused from its next request",
+		Args: cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			var p controlplane.NewPrincipal
+			if err := call("POST", base()+"/principals/"+url.PathEscape(args[0])+"/token", controlplane.TokenLifetime{ExpiresInSeconds: int64(tokenLife.Seconds())}, &p); err != nil {
+				return err
+			}
+			return writeSecret(out, fmt.Sprintf("principal %s/%s; its new token (expires %s)", tenant, p.Name, p.TokenExpiresAt.Format(time.RFC3339)), p.Token, tokenOut)
+		},
+	}
+	tenantFlag(protate)
+	protate.Flags().StringVar(&tokenOut, "token-out", "", "write the token to this file (mode 0600) instead of printing it")
+	protate.Flags().DurationVar(&tokenLife, "expires-in", 0, "how long the token lasts (default 90 days, at most 366 days: 8784h)")
+	plist := &cobra.Command{
+		Use: "list --tenant T", Short: "A tenant's principals, their roles and when their tokens expire (for review)", Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var resp struct {
+				Principals []controlplane.Principal `json:"principals"`
+			}
+			if err := call("GET", base()+"/principals", nil, &resp); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tROLES\tCREATED\tTOKEN EXPIRES")
+			for _, p := range resp.Principals {
+				var roles []string
+				for _, b := range p.Bindings {
+					roles = append(roles, string(b.Role)+"@"+orTenant(b.Project))
+				}
+				if len(roles) == 0 {
+					roles = []string{"-"}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, strings.Join(roles, ","), p.Created.UTC().Format(time.RFC3339), p.TokenExpiresAt.UTC().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	tenantFlag(plist)
+	principal.AddCommand(pcreate, bind, unbind, pdelete, protate, plist)
 
 	projectCmd := &cobra.Command{Use: "project", Short: "Projects of a tenant"}
 	pc := &cobra.Command{
