@@ -85,6 +85,7 @@ cluster-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kub
 .PHONY: test
 test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
 	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v -e /test/reliability -e /test/olm -e /hack/release)
+	go test -count=1 -race -timeout 10m ./controlplane/... # concurrent deploys against one entitlement, under the race detector
 
 .PHONY: test-release
 test-release: ## Build images twice (reproducible), publish one to an in-process registry and pull it back (hack/release); apart from make test, as it cross-compiles.

@@ -210,4 +210,41 @@ func TestTenancyCommands(t *testing.T) {
 			t.Errorf("the audit shows %s's token", secret)
 		}
 	}
+	// Revocation: review, rotate, unbind, delete; the tenant admin rotates its connect token.
+	daveToken, _ := os.ReadFile(p("dave"))
+	if out, err := as("alice", "principal", "list", "--tenant", "acme"); err != nil || !strings.Contains(out, "dave   viewer@shop") || strings.Contains(out, string(daveToken)) {
+		t.Errorf("principal list: %v\n%s", err, out)
+	}
+	if out, err := as("alice", "principal", "rotate-token", "dave", "--tenant", "acme", "--token-out", p("dave2"), "--expires-in", "24h"); err != nil || strings.Contains(out, "nexo-principal-") {
+		t.Errorf("rotate dave's token: %v\n%s", err, out)
+	}
+	if _, err := as("dave", "stage", "targets", "prod", "--tenant", "acme", "--project", "shop"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("dave's rotated-away token: %v", err)
+	}
+	if _, err := as("dave2", "stage", "targets", "prod", "--tenant", "acme", "--project", "shop"); err != nil {
+		t.Errorf("dave's new token: %v", err)
+	}
+	if _, err := as("alice", "principal", "unbind", "dave", "--tenant", "acme", "--role", "viewer", "--project", "shop"); err != nil {
+		t.Errorf("unbind: %v", err)
+	}
+	if _, err := as("dave2", "stage", "targets", "prod", "--tenant", "acme", "--project", "shop"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("dave after unbind: %v", err)
+	}
+	if _, err := as("alice", "principal", "delete", "dave", "--tenant", "acme"); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := as("dave2", "stage", "targets", "prod", "--tenant", "acme", "--project", "shop"); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("a deleted principal: %v", err)
+	}
+	if out, err := as("alice", "env", "rotate-token", envID, "--tenant", "acme", "--token-out", p("eu-token2"), "--grace", "1h"); err != nil || !strings.Contains(out, "written to") {
+		t.Errorf("the tenant admin rotating its connect token: %v\n%s", err, out)
+	}
+	// serve created the key-encryption key beside the database, readable by its owner only, and
+	// anchored the audit history.
+	if fi, err := os.Stat(p("cp.db.kek")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key-encryption key file: %v %v", fi, err)
+	}
+	if out, err := as("", "audit", "verify"); err != nil || !strings.Contains(out, "anchored") {
+		t.Errorf("audit verify: %v\n%s", err, out)
+	}
 }

@@ -190,7 +190,11 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 			for _, p := range resp.Principals {
 				var roles []string
 				for _, b := range p.Bindings {
-					roles = append(roles, string(b.Role)+"@"+orTenant(b.Project))
+					scope := b.Project
+					if scope == "" {
+						scope = "tenant"
+					}
+					roles = append(roles, string(b.Role)+"@"+scope)
 				}
 				if len(roles) == 0 {
 					roles = []string{"-"}
