@@ -51,16 +51,11 @@ func (s *Server) pathEnvironment(r *http.Request) (Environment, error) {
 
 // createEnvironment is POST /admin/environments {"name"}: an environment outside any tenant.
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := decode(r, &req, smallBody); err != nil {
+	name, err := decodeName(r, "environment", validDisplayName)
+	if err != nil {
 		return err
 	}
-	if err := validDisplayName("environment", req.Name); err != nil {
-		return err
-	}
-	env, token, err := s.registerEnvironment(r.Context(), req.Name)
+	env, token, err := s.registerEnvironment(r.Context(), name)
 	if err != nil {
 		return err
 	}

@@ -159,6 +159,17 @@ func decode(r *http.Request, v any, limit int64) error {
 	return nil
 }
 
+// decodeName reads a {"name"} body and checks the name with valid (validName, validDisplayName).
+func decodeName(r *http.Request, what string, valid func(what, name string) error) (string, error) {
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := decode(r, &req, smallBody); err != nil {
+		return "", err
+	}
+	return req.Name, valid(what, req.Name)
+}
+
 // pathValue is a segment of an API path: names and ids, nothing else reaches a handler, a log
 // or the audit history.
 var pathValue = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)

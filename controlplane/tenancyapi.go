@@ -194,20 +194,15 @@ func validName(what, name string) error {
 
 // createTenant is POST /admin/tenants {"name"}: the admin token only.
 func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := decode(r, &req, smallBody); err != nil {
+	name, err := decodeName(r, "tenant", validName)
+	if err != nil {
 		return err
 	}
-	if err := validName("tenant", req.Name); err != nil {
+	if err := s.Store.CreateTenant(r.Context(), name, name); err != nil {
 		return err
 	}
-	if err := s.Store.CreateTenant(r.Context(), req.Name, req.Name); err != nil {
-		return err
-	}
-	auditOf(r).tenant, auditOf(r).target = req.Name, "tenant "+req.Name
-	writeJSON(w, http.StatusCreated, Tenant{ID: req.Name, Name: req.Name})
+	auditOf(r).tenant, auditOf(r).target = name, "tenant "+name
+	writeJSON(w, http.StatusCreated, Tenant{ID: name, Name: name})
 	return nil
 }
 
@@ -416,20 +411,15 @@ func (s *Server) unbindRole(w http.ResponseWriter, r *http.Request, _ caller) er
 
 // createProject is POST /admin/tenants/{tenant}/projects {"name"}.
 func (s *Server) createProject(w http.ResponseWriter, r *http.Request, _ caller) error {
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := decode(r, &req, smallBody); err != nil {
+	name, err := decodeName(r, "project", validName)
+	if err != nil {
 		return err
 	}
-	if err := validName("project", req.Name); err != nil {
+	if err := s.Store.CreateProject(r.Context(), r.PathValue("tenant"), name); err != nil {
 		return err
 	}
-	if err := s.Store.CreateProject(r.Context(), r.PathValue("tenant"), req.Name); err != nil {
-		return err
-	}
-	auditOf(r).target = scope(r.PathValue("tenant"), req.Name)
-	writeJSON(w, http.StatusCreated, map[string]string{"tenant": r.PathValue("tenant"), "name": req.Name})
+	auditOf(r).target = scope(r.PathValue("tenant"), name)
+	writeJSON(w, http.StatusCreated, map[string]string{"tenant": r.PathValue("tenant"), "name": name})
 	return nil
 }
 
@@ -527,16 +517,11 @@ func (s *Server) exclusiveTargets(ctx context.Context, tenant string, st StoredS
 // createTenantEnvironment is POST /admin/tenants/{tenant}/environments {"name"}: an environment
 // of the tenant, its connect token shown this once.
 func (s *Server) createTenantEnvironment(w http.ResponseWriter, r *http.Request, _ caller) error {
-	var req struct {
-		Name string `json:"name"`
-	}
-	if err := decode(r, &req, smallBody); err != nil {
+	name, err := decodeName(r, "environment", validDisplayName)
+	if err != nil {
 		return err
 	}
-	if err := validDisplayName("environment", req.Name); err != nil {
-		return err
-	}
-	env, token, err := s.registerEnvironment(r.Context(), req.Name)
+	env, token, err := s.registerEnvironment(r.Context(), name)
 	if err != nil {
 		return err
 	}
@@ -578,20 +563,33 @@ func (s *Server) rotateTenantToken(w http.ResponseWriter, r *http.Request, _ cal
 	return s.rotate(w, r, env)
 }
 
-// setEnvironmentLabels is PUT /admin/tenants/{tenant}/environments/{env}/labels {"labels"}.
-func (s *Server) setEnvironmentLabels(w http.ResponseWriter, r *http.Request, _ caller) error {
-	var req struct {
-		Labels map[string]string `json:"labels"`
-	}
+// labelsRequest is the body that sets labels.
+type labelsRequest struct {
+	Labels map[string]string `json:"labels"`
+}
+
+// environmentLabels reads a {"labels"} body for the path's environment of the tenant, and
+// checks the labels (what names them in a refusal).
+func (s *Server) environmentLabels(r *http.Request, what string) (string, labelsRequest, error) {
+	var req labelsRequest
 	if err := decode(r, &req, smallBody); err != nil {
-		return err
+		return "", req, err
 	}
 	env, err := s.tenantEnvironment(r)
 	if err != nil {
-		return err
+		return "", req, err
 	}
-	if err := targeting.ValidateLabels("environment labels", req.Labels); err != nil {
-		return fail(http.StatusBadRequest, "%v", err)
+	if err := targeting.ValidateLabels(what, req.Labels); err != nil {
+		return "", req, fail(http.StatusBadRequest, "%v", err)
+	}
+	return env, req, nil
+}
+
+// setEnvironmentLabels is PUT /admin/tenants/{tenant}/environments/{env}/labels {"labels"}.
+func (s *Server) setEnvironmentLabels(w http.ResponseWriter, r *http.Request, _ caller) error {
+	env, req, err := s.environmentLabels(r, "environment labels")
+	if err != nil {
+		return err
 	}
 	if err := s.Store.SetEnvironmentLabels(r.Context(), env, req.Labels); err != nil {
 		return err
@@ -602,22 +600,13 @@ func (s *Server) setEnvironmentLabels(w http.ResponseWriter, r *http.Request, _ 
 
 // setNamespaceTarget is PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}.
 func (s *Server) setNamespaceTarget(w http.ResponseWriter, r *http.Request, _ caller) error {
-	var req struct {
-		Labels map[string]string `json:"labels"`
-	}
-	if err := decode(r, &req, smallBody); err != nil {
-		return err
-	}
-	env, err := s.tenantEnvironment(r)
-	if err != nil {
-		return err
-	}
 	ns := r.PathValue("namespace")
 	if err := validName("namespace", ns); err != nil {
 		return err
 	}
-	if err := targeting.ValidateLabels("namespace target labels", req.Labels); err != nil {
-		return fail(http.StatusBadRequest, "%v", err)
+	env, req, err := s.environmentLabels(r, "namespace target labels")
+	if err != nil {
+		return err
 	}
 	if err := s.Store.SetNamespaceTarget(r.Context(), env, ns, req.Labels); err != nil {
 		return err
@@ -843,8 +832,8 @@ func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _
 	if err := validName("namespace", req.Namespace); err != nil {
 		return err
 	}
-	if req.Name == "" {
-		return fail(http.StatusBadRequest, "namespace and name of the NexoProxy are required")
+	if errs := validation.IsDNS1123Subdomain(req.Name); len(errs) > 0 {
+		return fail(http.StatusBadRequest, "the NexoProxy's name is not a name: %s", strings.Join(errs, "; "))
 	}
 	env, plan, err := s.stageRow(r, req.Environment, req.Namespace)
 	if err != nil {
@@ -855,7 +844,7 @@ func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _
 	case err != nil:
 		return err
 	case !deployed:
-		return fail(http.StatusNotFound, "NexoProxy %s/%s is not deployed in environment %s", req.Namespace, truncate(req.Name, 80), env.ID)
+		return fail(http.StatusNotFound, "NexoProxy %s/%s is not deployed in environment %s", req.Namespace, req.Name, env.ID)
 	case o.Project != plan.stage.Project:
 		return fail(http.StatusConflict, "NexoProxy %s/%s in environment %s belongs to %s: project %s may not uninstall it", req.Namespace, req.Name, env.ID, ownerName(o), plan.stage.Project)
 	}
