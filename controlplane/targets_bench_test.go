@@ -1,6 +1,7 @@
 package controlplane_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -67,6 +68,62 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || len(out.Targets) != 500*20+500 {
 			b.Fatalf("%d, %d targets, %v", resp.StatusCode, len(out.Targets), err)
+		}
+	}
+}
+
+// BenchmarkStageDeploy: one deploy of a new NexoProxy through a stage, through the server and
+// its SQLite file, in one transaction: authentication, the stage's targets over the tenant's
+// 100 environments, decoding and checking the manifest, ownership, the entitlement count over
+// the 2,000 proxies the environments report plus every deploy queued before it, signing,
+// enqueueing and the audit record.
+func BenchmarkStageDeploy(b *testing.B) {
+	ctx := context.Background()
+	store, err := controlplane.Open(filepath.Join(b.TempDir(), "cp.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(store.CreateTenant(ctx, "acme", "acme"))
+	must(store.CreateProject(ctx, "acme", "shop"))
+	must(store.SetStage(ctx, "acme", controlplane.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
+		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
+	must(store.SetEntitlement(ctx, "acme", targeting.Entitlement{MaxProxies: 1 << 30, ExpiresAt: time.Now().Add(24 * time.Hour)}))
+	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
+	for i := range 100 {
+		id := fmt.Sprintf("env%03d", i)
+		must(store.CreateEnvironment(ctx, id, id, "hash-"+id))
+		must(store.AssignEnvironment(ctx, id, "acme"))
+		must(store.SetEnvironmentLabels(ctx, id, map[string]string{"env": "production"}))
+		must(store.RecordHeartbeat(ctx, id, string(hb)))
+		must(store.SetNamespaceTarget(ctx, id, "web", map[string]string{"tier": "web"}))
+		var proxies []protocol.Deployment
+		for j := range 20 {
+			proxies = append(proxies, protocol.Deployment{Namespace: "web", Name: fmt.Sprintf("p%02d", j), Replicas: 1})
+		}
+		must(store.ReplaceInventory(ctx, id, proxies))
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: testKEK(key)}).Handler())
+	b.Cleanup(srv.Close)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		body, _ := json.Marshal(controlplane.StageDeploy{Environment: "env000", Namespace: "web", Manifests: []json.RawMessage{proxyIn("web", fmt.Sprintf("new%06d", i))}})
+		req, _ := http.NewRequest("POST", srv.URL+"/admin/tenants/acme/projects/shop/stages/prod/deploy", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			b.Fatalf("deploy %d: %d", i, resp.StatusCode)
 		}
 	}
 }
