@@ -50,14 +50,19 @@ func (cp *controlPlaneProcess) start(t *testing.T) {
 	t.Helper()
 	f, err := os.OpenFile(cp.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	must(t, err)
-	cp.cmd = exec.Command(bins["controlplane"], "serve", "--db", cp.db, "--listen", cp.addr,
-		"--signing-key", filepath.Join(cp.dir, "cp.key"), "--admin-token-file", filepath.Join(cp.dir, "admin-token"), "--heartbeat-interval", "1s")
+	cp.cmd = exec.Command(bins["controlplane"], cp.serveArgs()...)
 	cp.cmd.Stdout, cp.cmd.Stderr = f, f
 	must(t, cp.cmd.Start())
 	admin := cp.admin()
 	if err := waitUntil(30*time.Second, func() bool { return admin.Do("GET", "/admin/environments", nil, nil) == nil }); err != nil {
 		t.Fatalf("the Control Plane does not answer: %v\n%s", err, testcluster.Tail(cp.log, 20))
 	}
+}
+
+// serveArgs are the arguments of controlplane serve for this Control Plane.
+func (cp *controlPlaneProcess) serveArgs() []string {
+	return []string{"serve", "--db", cp.db, "--listen", cp.addr,
+		"--signing-key", filepath.Join(cp.dir, "cp.key"), "--admin-token-file", filepath.Join(cp.dir, "admin-token"), "--heartbeat-interval", "1s"}
 }
 
 func (cp *controlPlaneProcess) stop() {
