@@ -640,3 +640,34 @@ func TestSigningKeysSealedAtRest(t *testing.T) {
 		t.Errorf("rotating with another key-encryption key: %d", code)
 	}
 }
+
+// A database made before principal tokens expired: Open adds the column, and its principals get
+// the default lifetime from now, not an expiry already past.
+func TestOpenMigratesPrincipalExpiry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	old, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE tenants (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created TEXT NOT NULL)`,
+		`CREATE TABLE principals (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id), name TEXT NOT NULL,
+		  token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL, UNIQUE (tenant_id, name))`,
+		`INSERT INTO tenants VALUES ('acme', 'acme', '2026-11-01T00:00:00Z')`,
+		`INSERT INTO principals VALUES ('p-1', 'acme', 'alice', 'hash', '2026-11-01T00:00:00Z')`,
+	} {
+		if _, err := old.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	store, err := controlplane.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	p, err := store.PrincipalByName(context.Background(), "acme", "alice")
+	if left := time.Until(p.TokenExpiresAt); err != nil || left < 89*24*time.Hour {
+		t.Errorf("alice after the migration: %v, token expires in %s", err, left)
+	}
+}

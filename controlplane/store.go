@@ -207,7 +207,11 @@ func migrate(db *sql.DB) error {
 			}
 		}
 	}
-	return nil
+	// Principals made before tokens expired get the default lifetime from now, not an expiry
+	// already past.
+	_, err := db.Exec(`UPDATE principals SET token_expires = ? WHERE token_expires = ''`,
+		time.Now().Add(DefaultPrincipalTokenLifetime).UTC().Format(time.RFC3339Nano))
+	return err
 }
 
 // Close closes the database.
