@@ -417,20 +417,34 @@ func (s *suite) start(name, binary string, extra ...string) *testinstall.LocalPo
 	if name == wire.OperatorName {
 		extra = append(extra, "--license-public-key="+s.path("license-authority.pem"))
 	}
-	p, err := testinstall.RunDeployment(s.ctx, s.cluster.Config, testinstall.Namespace, name, testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s (%s) log:\n%s", name, filepath.Base(binary), tail(p.Logs(), 30))
+	// A container that exits before it is Ready is started again, as the kubelet restarts it
+	// (restartPolicy Always): a process started just as the API server begins to serve the CRDs
+	// can find no REST mapping for them and exit (0.2.0's operator does), where a pod would be
+	// restarted a few seconds later.
+	for attempt := 1; ; attempt++ {
+		p, err := testinstall.RunDeployment(s.ctx, s.cluster.Config, testinstall.Namespace, name, testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra,
+			LogPath: filepath.Join(podDir, fmt.Sprintf("%s-%d.log", name, attempt))})
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	if err := p.WaitReady(s.ctx, time.Minute); err != nil {
-		t.Fatalf("%s: %v\n%s", name, err, tail(p.Logs(), 30))
+		t.Cleanup(p.Stop)
+		err = p.WaitReady(s.ctx, time.Minute)
+		if err != nil && !p.Running() && attempt < 3 {
+			t.Logf("%s exited before it was Ready (attempt %d); started again, as the kubelet would:\n%s", name, attempt, tail(p.Logs(), 5))
+			p.Stop()
+			time.Sleep(2 * time.Second)
+			continue
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s (%s) log:\n%s", name, filepath.Base(binary), tail(p.Logs(), 30))
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, tail(p.Logs(), 30))
+		}
+		return p
 	}
-	return p
 }
 
 // fleet creates the shared graph and the proxies in namespace fleet, and waits until all are
