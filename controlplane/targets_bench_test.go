@@ -25,20 +25,7 @@ import (
 // namespace target of the 500 selected environments and one per environment not selected.
 func BenchmarkTargetsQuery1000x20(b *testing.B) {
 	ctx := context.Background()
-	store, err := controlplane.Open(filepath.Join(b.TempDir(), "cp.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
-	must := func(err error) {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	must(store.CreateTenant(ctx, "acme", "acme"))
-	must(store.CreateProject(ctx, "acme", "shop"))
-	must(store.SetStage(ctx, "acme", controlplane.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
-		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
+	store, must := benchTenant(b)
 	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
 	for i := range 1000 {
 		id := fmt.Sprintf("env%04d", i)
@@ -79,20 +66,7 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 // enqueueing and the audit record.
 func BenchmarkStageDeploy(b *testing.B) {
 	ctx := context.Background()
-	store, err := controlplane.Open(filepath.Join(b.TempDir(), "cp.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
-	must := func(err error) {
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	must(store.CreateTenant(ctx, "acme", "acme"))
-	must(store.CreateProject(ctx, "acme", "shop"))
-	must(store.SetStage(ctx, "acme", controlplane.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
-		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
+	store, must := benchTenant(b)
 	must(store.SetEntitlement(ctx, "acme", targeting.Entitlement{MaxProxies: 1 << 30, ExpiresAt: time.Now().Add(24 * time.Hour)}))
 	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
 	for i := range 100 {
@@ -126,4 +100,25 @@ func BenchmarkStageDeploy(b *testing.B) {
 			b.Fatalf("deploy %d: %d", i, resp.StatusCode)
 		}
 	}
+}
+
+// benchTenant is a store with tenant acme, project shop and its stage prod (env=production,
+// tier=web), and a must that fails the benchmark on an error.
+func benchTenant(b *testing.B) (*controlplane.Store, func(error)) {
+	ctx := context.Background()
+	store, err := controlplane.Open(filepath.Join(b.TempDir(), "cp.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	must(store.CreateTenant(ctx, "acme", "acme"))
+	must(store.CreateProject(ctx, "acme", "shop"))
+	must(store.SetStage(ctx, "acme", controlplane.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
+		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
+	return store, must
 }
