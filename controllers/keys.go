@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"maps"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 )
 
 // TrustedKeys holds the public keys managed-resource signatures are checked against. They are
@@ -20,12 +22,52 @@ import (
 // entry) and re-read when that Secret changes.
 type TrustedKeys struct {
 	Secret types.NamespacedName
-	// Audience is this installation's environment id: a signature made for another environment
-	// is refused, and with no audience every signature is (signature.Verify).
+	// Audience is this installation's environment id (--environment-id): a signature made for
+	// another environment is refused, and with no audience every signature is
+	// (signature.Verify).
 	Audience string
+	// AudienceFrom, when Audience is empty, is the ConfigMap whose environmentID entry names the
+	// environment (wire.InstallConfigMap): re-read until it appears and whenever it changes.
+	AudienceFrom types.NamespacedName
 
-	mu   sync.RWMutex
-	keys map[string]ed25519.PublicKey
+	mu         sync.RWMutex
+	keys       map[string]ed25519.PublicKey
+	configured string // the environment id AudienceFrom named at the last LoadAudience
+}
+
+// EnvironmentID is the audience signatures must name: --environment-id, else the one the
+// installation's ConfigMap names ("" when neither does).
+func (t *TrustedKeys) EnvironmentID() string {
+	if t.Audience != "" {
+		return t.Audience
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.configured
+}
+
+// followsConfigMap reports whether the environment id comes from AudienceFrom.
+func (t *TrustedKeys) followsConfigMap() bool { return t.Audience == "" && t.AudienceFrom.Name != "" }
+
+// LoadAudience re-reads AudienceFrom's environmentID and reports whether it changed. A missing
+// ConfigMap or entry means no environment yet.
+func (t *TrustedKeys) LoadAudience(ctx context.Context, r client.Reader) (bool, error) {
+	if !t.followsConfigMap() {
+		return false, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, t.AudienceFrom, cm); err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	id := strings.TrimSpace(cm.Data[wire.ConfigEnvironmentID])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id == t.configured {
+		return false, nil
+	}
+	t.configured = id
+	logf.FromContext(ctx).Info("environment id read from the installation ConfigMap", "configMap", t.AudienceFrom.String(), "environmentID", id)
+	return true, nil
 }
 
 // Get returns the current keys (key id → key). Callers must not modify the map.

@@ -26,7 +26,7 @@ func checkSignature(obj nexov1alpha1.Object, keys *TrustedKeys, require bool) *i
 	if !signature.IsManaged(obj.GetLabels(), obj.GetAnnotations()) && !wasSigned && !require {
 		return nil
 	}
-	signed, err := signature.Verify(obj, keys.Get(), keys.Audience)
+	signed, err := signature.Verify(obj, keys.Get(), keys.EnvironmentID())
 	if err == nil && signed.Revision < st.SignedRevision {
 		err = errReplayed
 	}
@@ -51,7 +51,7 @@ func checkSignature(obj nexov1alpha1.Object, keys *TrustedKeys, require bool) *i
 	case errors.Is(err, signature.ErrUnknownKey):
 		bad = &invalid{nexov1alpha1.ReasonUnknownSigningKey, err.Error() + "; add the Control Plane's public key to the trusted-keys Secret"}
 	case errors.Is(err, signature.ErrAudience):
-		bad = &invalid{nexov1alpha1.ReasonWrongAudience, err.Error() + "; a manifest is accepted only by the environment it was signed for (the operator's --environment-id)"}
+		bad = &invalid{nexov1alpha1.ReasonWrongAudience, err.Error() + "; a manifest is accepted only by the environment it was signed for (the operator's --environment-id, or environmentID in its namespace's ConfigMap nexo-manager-config)"}
 	}
 	setCondition(obj, nexov1alpha1.ConditionSignatureValid, metav1.ConditionFalse, bad.reason, bad.message)
 	return bad

@@ -22,12 +22,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/contract/wire"
 )
 
 // Config configures the Manager.
@@ -80,6 +83,8 @@ type Agent struct {
 	metrics   *metrics
 
 	mu            sync.Mutex
+	url           string // the Control Plane URL: configured, or read by WaitForControlPlaneURL
+	waiting       error  // why there is no URL yet (nil once there is one)
 	lastHeartbeat time.Time
 	reachable     bool
 	// advertised are the signing keys of the last heartbeat answer (trusted for deploys too).
@@ -89,19 +94,86 @@ type Agent struct {
 	inv   *proxyInventory
 }
 
-// Validate reports a configuration the Manager cannot run with, saying what to set.
+// Validate reports a configuration the Manager cannot run with, saying what to set. An empty
+// Control Plane URL is valid: the Manager then waits for one in the installation ConfigMap
+// (WaitForControlPlaneURL).
 func (c Config) Validate() error {
-	if c.ControlPlaneURL == "" {
-		return errors.New("no Control Plane URL: set --control-plane-url or NEXO_CONTROL_PLANE_URL to the URL in the Control Plane's install command (there is no default)")
-	}
-	u, err := url.Parse(c.ControlPlaneURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("control plane URL %q is not an http(s) URL with a host, such as https://cp.example.com", c.ControlPlaneURL)
+	if c.ControlPlaneURL != "" {
+		if err := validURL(c.ControlPlaneURL); err != nil {
+			return err
+		}
 	}
 	if c.TokenFile == "" {
 		return errors.New("no connect token file: set --token-file")
 	}
 	return nil
+}
+
+func validURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("control plane URL %q is not an http(s) URL with a host, such as https://cp.example.com", raw)
+	}
+	return nil
+}
+
+// errNoURL is the Manager's not-ready reason while it has no Control Plane URL.
+var errNoURL = fmt.Errorf("waiting for the Control Plane URL: create the ConfigMap %s with the key %s (the URL in the Control Plane's install command), "+
+	"or set --control-plane-url or NEXO_CONTROL_PLANE_URL (OLM: the Subscription's config.env); there is no default", wire.InstallConfigMap, wire.ConfigControlPlane)
+
+// urlPoll is how often the installation ConfigMap is read while the Manager waits for its URL.
+var urlPoll = 5 * time.Second
+
+// WaitForControlPlaneURL returns once the Manager has a Control Plane URL: the configured one,
+// else the installation ConfigMap's controlPlaneURL, read every urlPoll until it is set and
+// valid (a console install creates the ConfigMap after the pod starts). Meanwhile Ready and the
+// status ConfigMap say what to set. It returns false when ctx ends first.
+func (a *Agent) WaitForControlPlaneURL(ctx context.Context) bool {
+	if a.controlPlaneURL() != "" {
+		return true
+	}
+	key := client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.InstallConfigMap}
+	var last string
+	for {
+		reason := errNoURL
+		cm := &corev1.ConfigMap{}
+		err := a.client.Get(ctx, key, cm)
+		raw := strings.TrimSpace(cm.Data[wire.ConfigControlPlane])
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			reason = fmt.Errorf("waiting for the Control Plane URL: cannot read the ConfigMap %s: %w", key, err)
+		case raw != "":
+			if err := validURL(raw); err != nil {
+				reason = fmt.Errorf("waiting for a valid Control Plane URL in the ConfigMap %s: %w", key, err)
+				break
+			}
+			a.mu.Lock()
+			a.url, a.waiting = raw, nil
+			a.mu.Unlock()
+			a.cfg.Log.Info("Control Plane URL read from the installation ConfigMap", "configMap", key.String(), "controlPlane", raw)
+			return true
+		}
+		a.mu.Lock()
+		a.waiting = reason
+		a.mu.Unlock()
+		if reason.Error() != last {
+			last = reason.Error()
+			a.cfg.Log.Info("not ready: " + last)
+			a.updateStatus(ctx, map[string]string{wire.StatusLastHeartbeatResult: last, wire.StatusControlPlaneReachable: "false"})
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(urlPoll):
+		}
+	}
+}
+
+// controlPlaneURL is the configured URL, or the one read from the installation ConfigMap.
+func (a *Agent) controlPlaneURL() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.url
 }
 
 // New builds an Agent.
@@ -112,7 +184,11 @@ func New(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agent {
 	if cfg.AckAttempts <= 0 {
 		cfg.AckAttempts = 5
 	}
-	return &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics()}
+	a := &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics(), url: cfg.ControlPlaneURL}
+	if a.url == "" {
+		a.waiting = errNoURL
+	}
+	return a
 }
 
 // OwnerID is the value of the owner label on everything this Manager creates: the configured
@@ -174,6 +250,9 @@ func (a *Agent) token() (string, error) {
 // Run heartbeats until ctx ends. Failures back off exponentially with jitter; the Control Plane
 // steers the normal interval. Losing the Control Plane stops new commands only.
 func (a *Agent) Run(ctx context.Context) error {
+	if !a.WaitForControlPlaneURL(ctx) {
+		return nil
+	}
 	backoff := time.Second
 	for {
 		next, err := a.Round(ctx)
@@ -244,7 +323,7 @@ func (a *Agent) post(ctx context.Context, path string, body, out any) error {
 		return err
 	}
 	raw, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(a.cfg.ControlPlaneURL, "/")+path, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(a.controlPlaneURL(), "/")+path, bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
@@ -333,6 +412,9 @@ func (a *Agent) ack(ctx context.Context, id string, outcome protocol.Ack) error 
 func (a *Agent) Ready() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.waiting != nil {
+		return a.waiting
+	}
 	if a.lastHeartbeat.IsZero() {
 		return errors.New("no successful heartbeat yet")
 	}

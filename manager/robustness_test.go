@@ -319,10 +319,11 @@ func TestTrustedKeysAreFollowed(t *testing.T) {
 }
 
 // TestConfigurationWithoutAControlPlaneURLIsRefused: there is no product default for the Control
-// Plane (no historical host is a contract); the Manager refuses to start without one, saying so.
+// Plane (no historical host is a contract). A URL that is not one is refused at start; no URL at
+// all is valid, and the Manager waits for one (TestManagerWaitsForItsControlPlaneURL).
 func TestConfigurationWithoutAControlPlaneURLIsRefused(t *testing.T) {
 	for url, want := range map[string]string{
-		"":                        "no Control Plane URL",
+		"":                        "",
 		"cp.example.com":          "not an http(s) URL",
 		"ftp://cp.example.com":    "not an http(s) URL",
 		"https://cp.example.com/": "",
@@ -445,4 +446,48 @@ func TestSigningKeyRotationReachesTheCluster(t *testing.T) {
 	}
 	waitVerdict(byOld, "UnknownSigningKey")
 	waitVerdict(byNew, "Signed")
+}
+
+// TestManagerWaitsForItsControlPlaneURL: a console install starts the Manager before anyone has
+// told it where the Control Plane is. It neither exits nor connects anywhere: it is not Ready,
+// its reason (readiness, status ConfigMap) names the ConfigMap and key to set, a bad URL there
+// is named as bad, and once the URL is set it heartbeats and becomes Ready, without a restart.
+func TestManagerWaitsForItsControlPlaneURL(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newAgent(t, func(c *manager.Config) { c.ControlPlaneURL = "" })
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	status := func() string {
+		cm := &corev1.ConfigMap{}
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ManagerStatusConfigMap}, cm)
+		return cm.Data[wire.StatusLastHeartbeatResult]
+	}
+	waitFor(t, "the Manager says what it waits for", func() bool {
+		err := a.Ready()
+		return err != nil && strings.Contains(err.Error(), "ConfigMap nexo-manager-config with the key controlPlaneURL") &&
+			strings.Contains(status(), "waiting for the Control Plane URL")
+	})
+	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: wire.InstallConfigMap}, Data: map[string]string{wire.ConfigControlPlane: "cp.example.com"}}
+	if err := k8s.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), cfg) })
+	waitFor(t, "the Manager names the bad URL", func() bool {
+		err := a.Ready()
+		return err != nil && strings.Contains(err.Error(), `"cp.example.com" is not an http(s) URL`)
+	})
+	cfg.Data[wire.ConfigControlPlane] = cp.srv.URL
+	if err := k8s.Update(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Manager heartbeats and is Ready", func() bool { return a.Ready() == nil && status() == "ok" })
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return ok(), nil }); err != nil {
+		t.Fatalf("%s: not within 30s", what)
+	}
 }

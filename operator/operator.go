@@ -163,9 +163,13 @@ func New(ctx context.Context, restConfig *rest.Config, cfg Config) (ctrl.Manager
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := &controllers.TrustedKeys{Secret: types.NamespacedName{Namespace: cfg.OperatorNamespace, Name: cfg.TrustedKeysSecret}, Audience: cfg.EnvironmentID}
+	keys := &controllers.TrustedKeys{Secret: types.NamespacedName{Namespace: cfg.OperatorNamespace, Name: cfg.TrustedKeysSecret}, Audience: cfg.EnvironmentID,
+		AudienceFrom: types.NamespacedName{Namespace: cfg.OperatorNamespace, Name: wire.InstallConfigMap}}
 	if _, err := keys.Load(ctx, mgr.GetAPIReader()); err != nil {
 		return nil, nil, fmt.Errorf("load trusted keys from Secret %s: %w", keys.Secret, err)
+	}
+	if _, err := keys.LoadAudience(ctx, mgr.GetAPIReader()); err != nil {
+		return nil, nil, fmt.Errorf("read the environment id from ConfigMap %s (or set --environment-id): %w", keys.AudienceFrom, err)
 	}
 	registered, err := controllers.Setup(ctx, mgr, controllers.Options{
 		OperatorNamespace: cfg.OperatorNamespace,

@@ -5,3 +5,5 @@ package operator
 // +kubebuilder:rbac:groups="",namespace=nexo-system,resources=events,verbs=create;patch
 // The trusted-keys Secret and the registry credentials that pull Secrets are copied from.
 // +kubebuilder:rbac:groups="",namespace=nexo-system,resources=secrets,verbs=get;list;watch
+// The installation ConfigMap's environmentID, when --environment-id is not set (read by name).
+// +kubebuilder:rbac:groups="",namespace=nexo-system,resources=configmaps,resourceNames=nexo-manager-config,verbs=get

@@ -44,6 +44,16 @@ const (
 	TrustedKeysSecret = "nexo-trusted-keys"
 )
 
+// The installation's configuration ConfigMap (kustomize and the OperatorHub console: created by
+// the installer, docs/operator.md): the Control Plane URL the Manager connects to and the
+// environment id the operator checks signatures against, when no flag or environment variable
+// sets them. Both binaries read it by name and wait for it.
+const (
+	InstallConfigMap    = "nexo-manager-config"
+	ConfigControlPlane  = "controlPlaneURL"
+	ConfigEnvironmentID = "environmentID"
+)
+
 // The Manager's ConfigMaps and the keys of its status, which nexoctl status, preflight and
 // support-bundle read.
 const (
