@@ -635,14 +635,17 @@ func TestClusterLimitRefusesBeforeWriting(t *testing.T) {
 	rollID := enqueue(t, protocol.Command{Type: protocol.Rollout, Image: "evil.example.com/miner:1"})
 	uninstID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "kube-system", Name: "x"}})
 	round(t, a)
-	for id, want := range map[string]string{
-		deployID: "namespace kube-system is outside this cluster's deploy limit (shop)",
-		imageID:  "image evil.example.com/miner:1 is outside this cluster's image repositories (registry.example.com/nexo/proxy)",
-		rollID:   "image evil.example.com/miner:1 is outside this cluster's image repositories",
-		uninstID: "namespace kube-system is outside this cluster's deploy limit",
+	// Each refusal names the value that would allow it, and where each install path sets it.
+	nsHint := `adds "kube-system" to the deploy limit: chart value manager.deployNamespaces (nexoctl install --set manager.deployNamespaces={kube-system}); kustomize: key deployNamespaces of the ConfigMap nexo-manager-limits; OLM: NEXO_DEPLOY_NAMESPACES`
+	imageHint := `adds "evil.example.com/miner" to the image limit: chart value manager.allowedImageRepositories; kustomize: key imageRepositories of the ConfigMap nexo-manager-limits; OLM: NEXO_ALLOWED_IMAGE_REPOSITORIES`
+	for id, want := range map[string][2]string{
+		deployID: {"namespace kube-system is outside this cluster's deploy limit (shop)", nsHint},
+		imageID:  {"image evil.example.com/miner:1 is outside this cluster's image repositories (registry.example.com/nexo/proxy)", imageHint},
+		rollID:   {"image evil.example.com/miner:1 is outside this cluster's image repositories", imageHint},
+		uninstID: {"namespace kube-system is outside this cluster's deploy limit", nsHint},
 	} {
-		if c := commandStatus(t, id); c.Status != protocol.Failed || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, "chart values manager.deployNamespaces") {
-			t.Errorf("%s: %+v, want %q and where the limit is set", id, c, want)
+		if c := commandStatus(t, id); c.Status != protocol.Failed || !strings.Contains(c.Message, want[0]) || !strings.Contains(c.Message, want[1]) {
+			t.Errorf("%s: %+v, want %q and %q", id, c, want[0], want[1])
 		}
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "beyond"}, &nexov1alpha1.NexoRateLimit{}); err == nil {

@@ -75,10 +75,10 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 			return failed("%s: this installation serves only %s (its OperatorGroup's target namespaces, --watch-namespaces); nothing was applied", where, strings.Join(w, ", "))
 		}
 		if !a.cfg.Limits.AllowsNamespace(u.GetNamespace()) {
-			return failed("%s: namespace %s is outside this cluster's deploy limit (%s); %s; nothing was applied", where, u.GetNamespace(), limitList(a.cfg.Limits.Namespaces), LimitsSetIn)
+			return failed("%s: namespace %s is outside this cluster's deploy limit (%s); %s; nothing was applied", where, u.GetNamespace(), limitList(a.cfg.Limits.Namespaces), protocol.NamespaceLimitHint(u.GetNamespace()))
 		}
 		if img, _, _ := unstructured.NestedString(u.Object, "spec", "proxyImage"); img != "" && !a.cfg.Limits.AllowsImage(img) {
-			return failed("%s: image %s is outside this cluster's image repositories (%s); %s; nothing was applied", where, img, limitList(a.cfg.Limits.ImageRepositories), LimitsSetIn)
+			return failed("%s: image %s is outside this cluster's image repositories (%s); %s; nothing was applied", where, img, limitList(a.cfg.Limits.ImageRepositories), imageHint(img))
 		}
 		signed, err := signature.Verify(u, trusted, audience)
 		if err != nil {
@@ -143,7 +143,7 @@ func existingRevision(u *unstructured.Unstructured) int64 {
 // image is set directly only on proxies that are not Control-Plane signed.
 func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	if !a.cfg.Limits.AllowsImage(cmd.Image) {
-		return failed("image %s is outside this cluster's image repositories (%s); %s; nothing was changed", cmd.Image, limitList(a.cfg.Limits.ImageRepositories), LimitsSetIn)
+		return failed("image %s is outside this cluster's image repositories (%s); %s; nothing was changed", cmd.Image, limitList(a.cfg.Limits.ImageRepositories), imageHint(cmd.Image))
 	}
 	resigned := map[string]bool{}
 	if len(cmd.Manifests) > 0 {
@@ -206,7 +206,7 @@ func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ac
 		return failed("uninstall needs a proxy")
 	}
 	if !a.cfg.Limits.AllowsNamespace(cmd.Proxy.Namespace) {
-		return failed("namespace %s is outside this cluster's deploy limit (%s); %s; nothing was deleted", cmd.Proxy.Namespace, limitList(a.cfg.Limits.Namespaces), LimitsSetIn)
+		return failed("namespace %s is outside this cluster's deploy limit (%s); %s; nothing was deleted", cmd.Proxy.Namespace, limitList(a.cfg.Limits.Namespaces), protocol.NamespaceLimitHint(cmd.Proxy.Namespace))
 	}
 	p := &nexov1alpha1.NexoProxy{}
 	key := types.NamespacedName{Namespace: cmd.Proxy.Namespace, Name: cmd.Proxy.Name}
@@ -228,6 +228,15 @@ func (a *Agent) uninstall(ctx context.Context, cmd protocol.Command) protocol.Ac
 
 // LimitsSetIn says where a cluster admin sets the Manager's limits, for every refusal.
 const LimitsSetIn = "the cluster admin sets it: chart values manager.deployNamespaces and manager.allowedImageRepositories; kustomize: ConfigMap nexo-manager-limits; OLM: Subscription config.env NEXO_DEPLOY_NAMESPACES and NEXO_ALLOWED_IMAGE_REPOSITORIES"
+
+// imageHint names the repository of image to add to the image limit.
+func imageHint(image string) string {
+	repo, err := protocol.ImageRepository(image)
+	if err != nil {
+		repo = image
+	}
+	return protocol.ImageLimitHint(repo)
+}
 
 func limitList(l []string) string {
 	if len(l) == 0 {

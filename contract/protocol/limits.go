@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -33,4 +34,17 @@ func ImageRepository(image string) (string, error) {
 		return "", err
 	}
 	return ref.Context().Name(), nil
+}
+
+// NamespaceLimitHint says which value lets the Manager deploy into ns, on every install path:
+// what a refusal and nexoctl preflight print (docs/security.md, "The cluster's own limit").
+func NamespaceLimitHint(ns string) string {
+	return fmt.Sprintf("to allow it, the cluster admin adds %q to the deploy limit: chart value manager.deployNamespaces (nexoctl install --set manager.deployNamespaces={%s}); "+
+		"kustomize: key deployNamespaces of the ConfigMap nexo-manager-limits; OLM: NEXO_DEPLOY_NAMESPACES in the Subscription's config.env (comma-separated; %q allows all)", ns, ns, AllowAll)
+}
+
+// ImageLimitHint says which value lets the Manager run images of repo.
+func ImageLimitHint(repo string) string {
+	return fmt.Sprintf("to allow it, the cluster admin adds %q to the image limit: chart value manager.allowedImageRepositories; "+
+		"kustomize: key imageRepositories of the ConfigMap nexo-manager-limits; OLM: NEXO_ALLOWED_IMAGE_REPOSITORIES in the Subscription's config.env (comma-separated; %q allows all)", repo, AllowAll)
 }

@@ -147,6 +147,12 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 		TypeMeta: metav1.TypeMeta{APIVersion: "operators.coreos.com/v1alpha1", Kind: "ClusterServiceVersion"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: packageName + ".v" + catalog.BuildVersion,
+			// The platforms make images builds (hack/release): OperatorHub filters on these.
+			Labels: map[string]string{
+				"operatorframework.io/arch.amd64": "supported",
+				"operatorframework.io/arch.arm64": "supported",
+				"operatorframework.io/os.linux":   "supported",
+			},
 			Annotations: map[string]string{
 				"alm-examples":   examples,
 				"capabilities":   "Basic Install",
@@ -157,6 +163,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 				"repository":     "https://github.com/nexo-io/nexo-edge",
 				"support":        "Nexo",
 				"operatorframework.io/suggested-namespace":         "nexo-system",
+				"operators.operatorframework.io/internal-objects":  internalObjects(),
 				"operators.openshift.io/valid-subscription":        `["Nexo Edge subscription"]`,
 				"features.operators.openshift.io/disconnected":     strconv.FormatBool(allByDigest(relatedImages())),
 				"features.operators.openshift.io/fips-compliant":   "false",
@@ -241,6 +248,20 @@ func almExamples() (string, error) {
 	}
 	out, err := json.MarshalIndent(objs, "", "  ")
 	return string(out), err
+}
+
+// internalObjects is the JSON list of the schema-only kinds' CRD names, for the
+// operators.operatorframework.io/internal-objects annotation: the console lists them as internal
+// and offers no "Create" for them.
+func internalObjects() string {
+	var names []string
+	for _, k := range catalog.Kinds {
+		if k.Support == catalog.SchemaOnly {
+			names = append(names, k.CRDName())
+		}
+	}
+	out, _ := json.Marshal(names)
+	return string(out)
 }
 
 // relatedImages are the images the bundle runs. The proxy runtime is not among them: it is not

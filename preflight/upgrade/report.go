@@ -37,6 +37,9 @@ type Report struct {
 	ObjectsChecked int            `json:"objectsChecked"`
 	Objects        []Finding      `json:"objects"`
 	Proxies        []ProxyOutcome `json:"proxies"`
+	// DeployLimit is the Manager's deploy limit after the upgrade; an empty one is a warning,
+	// not Breaking: running proxies keep serving, but nothing new is deployed.
+	DeployLimit DeployLimit `json:"deployLimit"`
 	// Breaking is true when the upgrade should not go ahead as is.
 	Breaking bool `json:"breaking"`
 }
@@ -118,6 +121,9 @@ func Run(ctx context.Context, c client.Client, ns string, build map[string]*apie
 	}
 	if r.Proxies, err = Predict(ctx, c, ns); err != nil {
 		return nil, fmt.Errorf("predict the proxies' rollouts: %w", err)
+	}
+	if r.DeployLimit, err = ReadDeployLimit(ctx, c, ns); err != nil {
+		return nil, fmt.Errorf("read the Manager's deploy limit: %w", err)
 	}
 	r.Breaking = !r.Edge.OK || r.Schema.Count(schemadiff.Breaking) > 0 || len(r.StoredVersions) > 0
 	for _, f := range r.Objects {
@@ -244,6 +250,11 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "    %s %s/%s %s\n", p.Outcome, p.Namespace, p.Name, p.Why)
 		}
 	}
+	limitMark := mark(r.DeployLimit.OK)
+	if !r.DeployLimit.OK {
+		limitMark = "!"
+	}
+	fmt.Fprintf(w, "%s deploy limit: %s\n", limitMark, r.DeployLimit.Message)
 	if r.Breaking {
 		fmt.Fprintln(w, "\nThe upgrade would break something above: do what each line says, then run this again.")
 	} else {

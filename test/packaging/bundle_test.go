@@ -6,6 +6,7 @@ package packaging_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -231,6 +232,41 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 	}
 	if csv.Annotations["features.operators.openshift.io/proxy-aware"] != "true" {
 		t.Error("the Manager honours HTTPS_PROXY: proxy-aware must be true")
+	}
+	// The console: a schema-only kind offers no "Create" (listed as internal; its example stays,
+	// which the bundle validator asks of every owned API); the platforms make images builds are
+	// labelled.
+	var examples []map[string]any
+	if err := json.Unmarshal([]byte(csv.Annotations["alm-examples"]), &examples); err != nil {
+		t.Fatal(err)
+	}
+	exampleKinds := map[string]bool{}
+	for _, e := range examples {
+		exampleKinds[fmt.Sprint(e["kind"])] = true
+	}
+	var internal []string
+	if err := json.Unmarshal([]byte(csv.Annotations["operators.operatorframework.io/internal-objects"]), &internal); err != nil {
+		t.Fatalf("internal-objects: %v", err)
+	}
+	for _, k := range catalog.Kinds {
+		schemaOnly := k.Support == catalog.SchemaOnly
+		if !exampleKinds[k.Kind] {
+			t.Errorf("%s has no alm-example", k.Kind)
+		}
+		if slices.Contains(internal, k.CRDName()) != schemaOnly {
+			t.Errorf("%s (%s): internal-objects lists it %v", k.Kind, k.Support, !schemaOnly)
+		}
+	}
+	for _, l := range []string{"operatorframework.io/arch.amd64", "operatorframework.io/arch.arm64", "operatorframework.io/os.linux"} {
+		if csv.Labels[l] != "supported" {
+			t.Errorf("CSV label %s is %q, want supported", l, csv.Labels[l])
+		}
+	}
+	// A console install has no config.env: the description names the steps that replace it.
+	for _, step := range []string{"nexo-manager-config", "controlPlaneURL", "environmentID", "nexo-connect-token", "NEXO_DEPLOY_NAMESPACES", "Manager is not Ready"} {
+		if !strings.Contains(csv.Spec.Description, step) {
+			t.Errorf("the CSV description does not name %q", step)
+		}
 	}
 	// Each file-based catalog bundle entry carries the metadata a renderer would write from the
 	// CSV released with it (releases/<version>/bundle).

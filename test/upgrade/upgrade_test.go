@@ -197,6 +197,12 @@ func upgradeCase(t *testing.T, how string) {
 	if report.Breaking || !report.Edge.OK || report.Installed != from || report.ObjectsChecked < proxies {
 		t.Fatalf("preflight --upgrade from %s:\n%s", from, out)
 	}
+	// 0.2.0 had no deploy limit: the preflight says the upgraded Manager would deploy nowhere,
+	// and which value to set on this install path.
+	if l := report.DeployLimit; l.OK || !strings.Contains(l.Message, "deploys nowhere") || !strings.Contains(l.Message, "manager.deployNamespaces") ||
+		!strings.Contains(l.Message, "nexo-manager-limits") || !strings.Contains(out, "! deploy limit: after the upgrade the Manager deploys nowhere") {
+		t.Errorf("preflight --upgrade on %s's unlimited Manager: %+v\n%s", from, l, out)
+	}
 	predicted := map[string]string{}
 	for _, p := range report.Proxies {
 		predicted[p.Name] = p.Outcome
@@ -379,6 +385,7 @@ func (s *suite) kustomizeApply(dir string) {
 		s.t.Fatal(err)
 	}
 	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
+	var objs []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err == io.EOF {
@@ -389,12 +396,16 @@ func (s *suite) kustomizeApply(dir string) {
 		if len(u.Object) == 0 {
 			continue
 		}
+		// Namespaces first, as kubectl orders them.
 		if u.GetKind() == "Namespace" {
 			if err := s.k8s.Create(s.ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 				s.t.Fatal(err)
 			}
 			continue
 		}
+		objs = append(objs, u)
+	}
+	for _, u := range objs {
 		if err := s.k8s.Patch(s.ctx, u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			s.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
