@@ -58,7 +58,10 @@ func Install(envID, controlPlaneURL string) (InstallCommand, error) {
 			tokenFile, controlPlaneURL, envID, catalog.BuildVersion),
 		HelmValues:      map[string]any{"environmentID": envID, "manager": map[string]any{"controlPlaneURL": controlPlaneURL}},
 		OLMSubscription: string(subYAML),
-		OLMTokenSecret:  "kubectl -n nexo-system create secret generic nexo-connect-token --from-file=token=" + tokenFile,
+		// The bundle ships no trusted-keys Secret (OLM would replace it on every upgrade): the
+		// installer creates it, empty, with the token's.
+		OLMTokenSecret: "kubectl -n nexo-system create secret generic nexo-connect-token --from-file=token=" + tokenFile +
+			" && kubectl -n nexo-system create secret generic nexo-trusted-keys",
 	}, nil
 }
 

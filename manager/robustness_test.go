@@ -491,3 +491,48 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		t.Fatalf("%s: not within 30s", what)
 	}
 }
+
+// TestTrustedKeysOutliveOLMsCSV: a 0.2.0 bundle installed the trusted-keys Secret, so OLM made
+// it a dependent of that CSV, and deleting the CSV in an upgrade would delete the keys. At start
+// the Manager removes exactly that reference (no other owner, no data), with the rights it has
+// (get and update, by name).
+func TestTrustedKeysOutliveOLMsCSV(t *testing.T) {
+	ctx := context.Background()
+	key := client.ObjectKey{Namespace: "nexo-system", Name: "nexo-trusted-keys"}
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-system"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	s := &corev1.Secret{}
+	if err := k8s.Get(ctx, key, s); err != nil {
+		t.Fatal(err)
+	}
+	dataBefore := maps.Clone(s.Data)
+	// A second owner that exists keeps the garbage collector away while the CSV (whose kind this
+	// cluster does not serve) is referenced.
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "Namespace", Name: ns.Name, UID: ns.UID}
+	s.OwnerReferences = []metav1.OwnerReference{
+		{APIVersion: "operators.coreos.com/v1alpha1", Kind: "ClusterServiceVersion", Name: "nexo-operator.v0.2.0", UID: "0e2d6f7c-0000-4000-8000-000000000020"},
+		other,
+	}
+	if err := k8s.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s := &corev1.Secret{}
+		if k8s.Get(context.Background(), key, s) == nil {
+			s.OwnerReferences = nil
+			_ = k8s.Update(context.Background(), s)
+		}
+	})
+	newAgent(t).KeepTrustedKeys(ctx)
+	if err := k8s.Get(ctx, key, s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != other.UID {
+		t.Errorf("owner references after the Manager started: %+v, want only the Namespace", s.OwnerReferences)
+	}
+	if !maps.EqualFunc(s.Data, dataBefore, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Error("the Manager changed the keys while removing the reference")
+	}
+}

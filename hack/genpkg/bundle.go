@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"maps"
 	"os"
 	"path/filepath"
@@ -81,16 +80,10 @@ func bundle() error {
 		role("nexo-operator-metrics-reader", "", []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, nil)); err != nil {
 		return err
 	}
-	// Every install path creates the trusted-keys Secret, so the Manager needs no right to create
-	// Secrets; OLM creates it in the install namespace.
-	keys, err := os.ReadFile("config/manager/trusted-keys.yaml")
-	if err != nil {
-		return err
-	}
-	keys = bytes.Replace(keys, []byte("\n  namespace: nexo-system\n"), []byte("\n"), 1)
-	if err := os.WriteFile(filepath.Join(manifests, "nexo-trusted-keys_v1_secret.yaml"), append([]byte(generatedHeader), keys...), 0o644); err != nil {
-		return err
-	}
+	// No trusted-keys Secret: OLM replaces a bundle Secret on every upgrade (its data with the
+	// bundle's, none) and garbage-collects it with the CSV it was installed with, so the keys the
+	// Manager wrote would be lost. The installer creates it (nexoctl install, or the command in
+	// the CSV description), as the connect-token Secret (docs/upgrade.md, "OLM").
 	annotations := bundleAnnotations()
 	if err := writeYAML(filepath.Join(metadata, "annotations.yaml"), "", map[string]any{"annotations": annotations}); err != nil {
 		return err

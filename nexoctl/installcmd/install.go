@@ -275,6 +275,11 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 	}
 	if olm {
 		s.OLM, s.Action = true, "secret-only"
+		// The bundle ships no trusted-keys Secret (OLM would replace it on upgrade): the
+		// installer makes it, empty, for the Manager to fill.
+		if err := ensureTrustedKeysSecret(ctx, penv.Client, ns); err != nil {
+			return err
+		}
 	} else {
 		if _, err := action.NewHistory(hcfg).Run(release); errors.Is(err, driver.ErrReleaseNotFound) {
 			inst := action.NewInstall(hcfg)
@@ -358,6 +363,16 @@ func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (s
 		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
 	}
 	return "updated", nil
+}
+
+// ensureTrustedKeysSecret creates the empty trusted-keys Secret when it does not exist; an
+// existing one is left as it is (its keys are the Manager's and the installer's).
+func ensureTrustedKeysSecret(ctx context.Context, c client.Client, ns string) error {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.TrustedKeysSecret, Namespace: ns, Labels: map[string]string{wire.PartOfLabel: wire.PartOf}}, Type: corev1.SecretTypeOpaque}
+	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, wire.TrustedKeysSecret, apierrors.ReasonForError(err))
+	}
+	return nil
 }
 
 // NewUninstallCmd builds `nexoctl uninstall`.

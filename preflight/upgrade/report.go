@@ -40,6 +40,9 @@ type Report struct {
 	// DeployLimit is the Manager's deploy limit after the upgrade; an empty one is a warning,
 	// not Breaking: running proxies keep serving, but nothing new is deployed.
 	DeployLimit DeployLimit `json:"deployLimit"`
+	// TrustedKeys says whether the trusted-keys Secret outlives the upgrade; a warning, like
+	// DeployLimit (the new Manager makes it so itself).
+	TrustedKeys TrustedKeys `json:"trustedKeys"`
 	// Breaking is true when the upgrade should not go ahead as is.
 	Breaking bool `json:"breaking"`
 }
@@ -124,6 +127,9 @@ func Run(ctx context.Context, c client.Client, ns string, build map[string]*apie
 	}
 	if r.DeployLimit, err = ReadDeployLimit(ctx, c, ns); err != nil {
 		return nil, fmt.Errorf("read the Manager's deploy limit: %w", err)
+	}
+	if r.TrustedKeys, err = CheckTrustedKeys(ctx, c, ns); err != nil {
+		return nil, fmt.Errorf("read the trusted-keys Secret: %w", err)
 	}
 	r.Breaking = !r.Edge.OK || r.Schema.Count(schemadiff.Breaking) > 0 || len(r.StoredVersions) > 0
 	for _, f := range r.Objects {
@@ -255,6 +261,11 @@ func (r *Report) WriteText(w io.Writer) {
 		limitMark = "!"
 	}
 	fmt.Fprintf(w, "%s deploy limit: %s\n", limitMark, r.DeployLimit.Message)
+	keysMark := mark(true)
+	if !r.TrustedKeys.OK {
+		keysMark = "!"
+	}
+	fmt.Fprintf(w, "%s trusted keys: %s\n", keysMark, r.TrustedKeys.Message)
 	if r.Breaking {
 		fmt.Fprintln(w, "\nThe upgrade would break something above: do what each line says, then run this again.")
 	} else {
