@@ -95,8 +95,8 @@ test-release: ## Build images twice (reproducible), publish one to an in-process
 OLM_TOOLS ?= $(CURDIR)/../shared/tools/olm
 
 .PHONY: test-olm
-test-olm: cluster-tools ## Install the bundle through real OLM in the AllNamespaces, OwnNamespace and SingleNamespace modes; check a signed deploy and the effective RBAC (docs/rbac.md).
-	NEXO_TEST_BIN=$(BIN) OLM_TOOLS=$(OLM_TOOLS) go test -count=1 -timeout 40m -v -run TestInstallModes ./test/olm/
+test-olm: cluster-tools ## Install the bundle through real OLM in the AllNamespaces, OwnNamespace, SingleNamespace and MultiNamespace modes (a signed deploy, the effective RBAC of docs/rbac.md), and upgrade the previous release to this build through an InstallPlan.
+	NEXO_TEST_BIN=$(BIN) OLM_TOOLS=$(OLM_TOOLS) go test -count=1 -timeout 40m -v -run 'TestInstallModes|TestUpgrade' ./test/olm/
 
 # Fuzz targets (package:target); their seed corpora (f.Add and testdata/fuzz) also run in make test.
 FUZZ_TARGETS := contract/signature:FuzzSignVerify contract/license:FuzzParse contract/connecttoken:FuzzParse contract/manifest:FuzzRead \

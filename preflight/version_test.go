@@ -5,9 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/nexo-io/nexo-edge/catalog"
 )
@@ -30,5 +33,27 @@ func TestServerVersionCheckSaysWhyTheMinimum(t *testing.T) {
 		if !pass && (!strings.Contains(out.Message, catalog.MinKubernetesVersion) || !strings.Contains(out.Message, "ValidatingAdmissionPolicy v1")) {
 			t.Errorf("%s: the refusal does not say the minimum and why: %q", gitVersion, out.Message)
 		}
+	}
+}
+
+// An operator of a released version is judged by that release's support matrix (embedded from
+// releases/), not by this build's; a version no release names is said to be unknown. (A unit
+// test: only the operator Deployment's version label is read.)
+func TestOperatorOfAnotherVersionIsJudgedByItsRelease(t *testing.T) {
+	for version, want := range map[string]string{
+		"0.2.0":              "operator 0.2.0 reconciles 18 kinds; 6 are schema-only",
+		catalog.BuildVersion: "operator " + catalog.BuildVersion + " reconciles 18 kinds; 6 are schema-only",
+		"9.9.9":              "operator version 9.9.9 is not in nexoctl " + catalog.BuildVersion + "'s support matrix",
+	} {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: "nexo-system",
+			Labels: map[string]string{"app.kubernetes.io/name": "nexo-operator", "app.kubernetes.io/version": version}}}
+		c := fake.NewClientBuilder().WithObjects(d).Build()
+		out := checkOperatorVersion(context.Background(), &Env{Client: c, Namespace: "nexo-system"})
+		if out.Message != want {
+			t.Errorf("operator %s: %q, want %q", version, out.Message, want)
+		}
+	}
+	if _, ok := SupportMatrix["0.2.0"]; !ok {
+		t.Error("releases/0.2.0 is not in the support matrix")
 	}
 }

@@ -23,28 +23,30 @@ var below = map[string][]string{
 	"api":     {"catalog"},
 	"config":  {"catalog", "api"},
 	"charts":  {},
+	// What was released: each version's CRDs, embedded (its support matrix).
+	"releases": {"catalog"},
 	// What the processes agree on: wire names, protocol, tokens, signatures, licenses, the scheme.
 	"contract": {"catalog", "api", "config"},
 	// Libraries of one binary each. The renderer (pure functions, and the table of a proxy's
 	// children) is below the controllers, so nexoctl status reads the same table.
 	"controllers/render": {"catalog", "api", "config", "contract"},
 	"controllers":        {"catalog", "api", "config", "contract", "controllers/render"},
-	"preflight":          {"catalog", "api", "config", "contract", "controllers/render"},
+	"preflight":          {"catalog", "api", "config", "contract", "controllers/render", "releases"},
 	// The binaries' trees.
 	"operator":     {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"manager":      {"catalog", "api", "config", "contract"},
 	"controlplane": {"catalog", "api", "config", "contract"},
-	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight"},
+	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
 	// Thin mains: each its own tree and what that tree may import.
 	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"cmd/manager":      {"manager", "catalog", "api", "config", "contract"},
 	"cmd/controlplane": {"controlplane", "catalog", "api", "config", "contract"},
-	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "controllers/render", "preflight"},
+	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
 	// Test tooling: the product, never a test suite or hack/.
-	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight",
+	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases",
 		"operator", "manager", "controlplane", "nexoctl"},
 	// Development tools: anything but the test suites.
-	"hack": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight",
+	"hack": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases",
 		"operator", "manager", "controlplane", "nexoctl", "test/framework"},
 }
 

@@ -29,6 +29,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/license"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/scheme"
@@ -124,6 +126,7 @@ func TestInstallModes(t *testing.T) {
 		{name: "AllNamespaces", deploy: "shop"},
 		{name: "OwnNamespace", targets: []string{installNS}, deploy: installNS},
 		{name: "SingleNamespace", targets: []string{"shop"}, deploy: "shop"},
+		{name: "MultiNamespace", targets: []string{"shop", "payments"}, deploy: "payments"},
 	} {
 		t.Run(m.name, func(t *testing.T) { installAndCheck(t, m) })
 	}
@@ -142,25 +145,44 @@ func (m mode) covers(where, ns string) bool {
 	panic("unknown where " + where)
 }
 
-func installAndCheck(t *testing.T, m mode) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	path := func(name string) string { return filepath.Join(dir, name) }
-	cluster, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full,
+// olmCluster is the full local cluster with OLM's two operators running, the catalog of this
+// build's bundle READY, the reference Control Plane and an environment.
+type olmCluster struct {
+	t       *testing.T
+	ctx     context.Context
+	dir     string
+	cluster *testcluster.Cluster
+	k8s     client.Client
+	cp      func(args ...string) string
+	cpURL   string
+	envID   string
+	sub     *operatorsv1alpha1.Subscription
+}
+
+func (c *olmCluster) path(name string) string { return filepath.Join(c.dir, name) }
+
+func (c *olmCluster) logs() string {
+	return "olm:\n" + testcluster.Tail(c.path("olm.log"), 15) + "\ncatalog:\n" + testcluster.Tail(c.path("catalog.log"), 15)
+}
+
+func newOLMCluster(t *testing.T) *olmCluster {
+	c := &olmCluster{t: t, ctx: context.Background(), dir: t.TempDir()}
+	ctx := c.ctx
+	var err error
+	c.cluster, err = testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Full,
 		CRDDirectoryPaths: []string{filepath.Join(olm, "crds")}, Nodes: []testcluster.Node{{Name: "olm-node"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.Stop() })
+	t.Cleanup(func() { _ = c.cluster.Stop() })
 	s := scheme.New()
 	_ = operatorsv1alpha1.AddToScheme(s)
 	_ = operatorsv1.AddToScheme(s)
-	k8s, err := client.New(cluster.Config, client.Options{Scheme: s})
-	if err != nil {
+	if c.k8s, err = client.New(c.cluster.Config, client.Options{Scheme: s}); err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{"olm", installNS, "shop", "elsewhere"} {
-		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	for _, ns := range []string{"olm", installNS, "shop", "payments", "elsewhere"} {
+		if err := c.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,8 +195,8 @@ func installAndCheck(t *testing.T, m mode) {
 		}
 		port, _ := testcluster.FreePort()
 		cmd := exec.Command(filepath.Join(olm, name), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, fmt.Sprintf("OLM_LISTEN=127.0.0.1:%d", port))
-		logf, _ := os.Create(path(name + ".log"))
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.cluster.Kubeconfig, fmt.Sprintf("OLM_LISTEN=127.0.0.1:%d", port))
+		logf, _ := os.Create(c.path(name + ".log"))
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = orphanless
 		if err := cmd.Start(); err != nil {
@@ -182,127 +204,155 @@ func installAndCheck(t *testing.T, m mode) {
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logf.Close() })
 	}
-	olmLogs := func() string {
-		return "olm:\n" + testcluster.Tail(path("olm.log"), 15) + "\ncatalog:\n" + testcluster.Tail(path("catalog.log"), 15)
-	}
-
 	cs := &operatorsv1alpha1.CatalogSource{ObjectMeta: metav1.ObjectMeta{Name: "nexo-edge", Namespace: "olm"},
 		Spec: operatorsv1alpha1.CatalogSourceSpec{SourceType: operatorsv1alpha1.SourceTypeGrpc, Address: catalogAddr, DisplayName: "Nexo Edge"}}
-	if err := k8s.Create(ctx, cs); err != nil {
+	if err := c.k8s.Create(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the CatalogSource is READY", 2*time.Minute, olmLogs, func() (bool, string) {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(cs), cs); err != nil || cs.Status.GRPCConnectionState == nil {
+	poll(t, "the CatalogSource is READY", 2*time.Minute, c.logs, func() (bool, string) {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(cs), cs); err != nil || cs.Status.GRPCConnectionState == nil {
 			return false, fmt.Sprint(err)
 		}
 		return cs.Status.GRPCConnectionState.LastObservedState == "READY", cs.Status.GRPCConnectionState.LastObservedState
 	})
+	c.cp, c.cpURL, c.envID = controlPlane(t, c.dir)
+	return c
+}
 
-	// The reference Control Plane and an environment.
-	cp, cpURL, envID := controlPlane(t, dir)
-
+// subscribe creates the OperatorGroup and a manually approved Subscription starting at
+// startingCSV ("" for the channel head) with the Control Plane's config.env and the deploy limit.
+func (c *olmCluster) subscribe(targets []string, startingCSV string) {
+	t := c.t
 	og := &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "nexo-edge", Namespace: installNS},
-		Spec: operatorsv1.OperatorGroupSpec{TargetNamespaces: m.targets}}
-	sub := &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: installNS},
+		Spec: operatorsv1.OperatorGroupSpec{TargetNamespaces: targets}}
+	c.sub = &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: installNS},
 		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: "nexo-edge", CatalogSourceNamespace: "olm", Package: "nexo-operator",
-			Channel: channel(t), InstallPlanApproval: operatorsv1alpha1.ApprovalManual,
+			Channel: channel(t), InstallPlanApproval: operatorsv1alpha1.ApprovalManual, StartingCSV: startingCSV,
 			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
-				{Name: "NEXO_CONTROL_PLANE_URL", Value: cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: envID},
+				{Name: "NEXO_CONTROL_PLANE_URL", Value: c.cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: c.envID},
 				// The cluster's own limit: OLM's way to set it (docs/security.md).
 				{Name: "NEXO_DEPLOY_NAMESPACES", Value: protocol.AllowAll}, {Name: "NEXO_ALLOWED_IMAGE_REPOSITORIES", Value: protocol.AllowAll}}}}}
-	for _, o := range []client.Object{og, sub} {
-		if err := k8s.Create(ctx, o); err != nil {
+	for _, o := range []client.Object{og, c.sub} {
+		if err := c.k8s.Create(c.ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Approve the InstallPlan the Subscription names. The catalog operator may replace a plan
-	// it made a moment before (an update conflict), so approve whichever one it names now.
-	approve := func() string {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil || sub.Status.InstallPlanRef == nil {
-			return fmt.Sprint("no InstallPlan named yet ", err)
-		}
-		p := &operatorsv1alpha1.InstallPlan{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: sub.Status.InstallPlanRef.Name}, p); err != nil {
+}
+
+// approve approves the InstallPlan the Subscription names now (the catalog operator may replace
+// a plan it made a moment before, so it is looked up each time) and describes it.
+func (c *olmCluster) approve() string {
+	ctx := c.ctx
+	sub := c.sub
+	if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil || sub.Status.InstallPlanRef == nil {
+		return fmt.Sprint("no InstallPlan named yet ", err)
+	}
+	p := &operatorsv1alpha1.InstallPlan{}
+	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: sub.Status.InstallPlanRef.Name}, p); err != nil {
+		return err.Error()
+	}
+	if !p.Spec.Approved {
+		p.Spec.Approved = true
+		if err := c.k8s.Update(ctx, p); err != nil {
 			return err.Error()
 		}
-		if !p.Spec.Approved {
-			p.Spec.Approved = true
-			if err := k8s.Update(ctx, p); err != nil {
-				return err.Error()
-			}
-		}
-		detail := fmt.Sprintf("InstallPlan %s %s", p.Name, p.Status.Phase)
-		for _, st := range p.Status.Plan {
-			if st.Status != operatorsv1alpha1.StepStatusCreated && st.Status != operatorsv1alpha1.StepStatusPresent {
-				detail += fmt.Sprintf("; step %s %s: %s", st.Resource.Kind, st.Resource.Name, st.Status)
-			}
-		}
-		return detail
 	}
-	csv := &operatorsv1alpha1.ClusterServiceVersion{}
-	poll(t, "the CSV Succeeds", 4*time.Minute, olmLogs, func() (bool, string) {
-		var csvs operatorsv1alpha1.ClusterServiceVersionList
-		if err := k8s.List(ctx, &csvs, client.InNamespace(installNS)); err != nil {
-			return false, err.Error()
+	detail := fmt.Sprintf("InstallPlan %s %s %v", p.Name, p.Status.Phase, p.Spec.ClusterServiceVersionNames)
+	for _, st := range p.Status.Plan {
+		if st.Status != operatorsv1alpha1.StepStatusCreated && st.Status != operatorsv1alpha1.StepStatusPresent {
+			detail += fmt.Sprintf("; step %s %s: %s", st.Resource.Kind, st.Resource.Name, st.Status)
 		}
-		for i := range csvs.Items {
-			if csvs.Items[i].Status.Reason != operatorsv1alpha1.CSVReasonCopied {
-				*csv = csvs.Items[i]
-				return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message)
-			}
-		}
-		detail := "no CSV yet; " + approve()
-		return false, detail
-	})
+	}
+	return detail
+}
 
-	// The customer's pieces: the connect token (outside OLM, as for every install path) and a
-	// license signed by a test license authority.
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: installNS},
-		Data: map[string][]byte{wire.ConnectTokenKey: must(os.ReadFile(path("connect-token")))}}); err != nil {
-		t.Fatal(err)
+// waitCSV approves plans until the CSV named name Succeeds, and returns it.
+func (c *olmCluster) waitCSV(name string) *operatorsv1alpha1.ClusterServiceVersion {
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	poll(c.t, "the CSV "+name+" Succeeds", 4*time.Minute, c.logs, func() (bool, string) {
+		if err := c.k8s.Get(c.ctx, client.ObjectKey{Namespace: installNS, Name: name}, csv); err != nil {
+			return false, "no CSV yet; " + c.approve()
+		}
+		return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s; %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message, c.approve())
+	})
+	return csv
+}
+
+// secrets creates the connect-token Secret and the empty trusted-keys Secret (the installer's,
+// as for every install path) and a license for ns signed by a new license authority, whose
+// public key goes to license-authority.pem.
+func (c *olmCluster) secrets(ns string) {
+	t := c.t
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: installNS}, Data: map[string][]byte{wire.ConnectTokenKey: must(os.ReadFile(c.path("connect-token")))}},
+		{ObjectMeta: metav1.ObjectMeta{Name: wire.TrustedKeysSecret, Namespace: installNS}},
+	} {
+		if err := c.k8s.Create(c.ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
-	_ = os.WriteFile(path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
+	_ = os.WriteFile(c.path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
 	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, vendorKey)
-	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: m.deploy},
+	if err := c.k8s.Create(c.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: ns},
 		Data: map[string][]byte{"license": []byte(doc)}}); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	// The operator and the Manager as OLM rendered them, authenticated as OLM's ServiceAccounts.
-	start := func(name, binary string, extra ...string) *testinstall.LocalPod {
-		t.Helper()
-		podDir := path(name)
-		_ = os.MkdirAll(podDir, 0o700)
-		p, err := testinstall.RunDeployment(ctx, cluster.Config, installNS, name, testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Stop)
-		if err := p.WaitReady(ctx, time.Minute); err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, tail(p.Logs(), 30))
-		}
-		return p
+// start runs the Deployment name as OLM rendered it, as a local process with binary,
+// authenticated as OLM's ServiceAccount, and waits until it is Ready.
+func (c *olmCluster) start(name, binary string, extra ...string) *testinstall.LocalPod {
+	t := c.t
+	t.Helper()
+	podDir, _ := os.MkdirTemp(c.dir, name+"-")
+	p, err := testinstall.RunDeployment(c.ctx, c.cluster.Config, installNS, name, testinstall.PodOptions{Dir: podDir, Binary: binary, ExtraArgs: extra})
+	if err != nil {
+		t.Fatal(err)
 	}
-	op := start(wire.OperatorName, bins["operator"], "--license-public-key="+path("license-authority.pem"))
-	mgr := start(wire.ManagerName, bins["manager"])
+	t.Cleanup(p.Stop)
+	if err := p.WaitReady(c.ctx, time.Minute); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, tail(p.Logs(), 30))
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("operator:\n%s\nManager:\n%s\n%s", tail(op.Logs(), 30), tail(mgr.Logs(), 30), olmLogs())
+			t.Logf("%s (%s):\n%s", name, filepath.Base(binary), tail(p.Logs(), 30))
 		}
 	})
-	// A signed deploy becomes Ready.
-	graphFile := path("graph.yaml")
-	_ = os.WriteFile(graphFile, []byte(testinstall.HostedGraph(m.deploy, 1)), 0o644)
-	cp("command", "deploy", envID, "-f", graphFile, "--namespace", m.deploy)
+	return p
+}
+
+// deploy has the Control Plane deploy the hosted graph into ns and waits for a Ready proxy.
+func (c *olmCluster) deploy(ns string) *nexov1alpha1.NexoProxy {
+	graphFile := c.path("graph-" + ns + ".yaml")
+	_ = os.WriteFile(graphFile, []byte(testinstall.HostedGraph(ns, 1)), 0o644)
+	c.cp("command", "deploy", c.envID, "-f", graphFile, "--namespace", ns)
 	proxy := &nexov1alpha1.NexoProxy{}
-	poll(t, "the deployed proxy is Ready", 3*time.Minute, olmLogs, func() (bool, string) {
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: m.deploy, Name: "orders-proxy"}, proxy); err != nil {
+	poll(c.t, "the deployed proxy is Ready", 3*time.Minute, c.logs, func() (bool, string) {
+		if err := c.k8s.Get(c.ctx, client.ObjectKey{Namespace: ns, Name: "orders-proxy"}, proxy); err != nil {
 			return false, err.Error()
 		}
 		return proxy.Status.Phase == nexov1alpha1.ProxyReady && proxy.Status.ReadyReplicas == 1, fmt.Sprintf("phase %s, conditions %v", proxy.Status.Phase, proxy.Status.Conditions)
 	})
+	return proxy
+}
 
+func installAndCheck(t *testing.T, m mode) {
+	c := newOLMCluster(t)
+	ctx, k8s, cp, envID, olmLogs := c.ctx, c.k8s, c.cp, c.envID, c.logs
+	c.subscribe(m.targets, "")
+	c.waitCSV("nexo-operator.v" + catalog.BuildVersion)
+	c.secrets(m.deploy)
+	op := c.start(wire.OperatorName, bins["operator"], "--license-public-key="+c.path("license-authority.pem"))
+	mgr := c.start(wire.ManagerName, bins["manager"])
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s", olmLogs())
+		}
+	})
+	_, _ = op, mgr
+	c.deploy(m.deploy)
+	graphFile := c.path("graph.yaml")
 	// The operator applied the admission policies for its installation: its binding, whose
 	// parameters name its Manager and the namespaces OLM targets.
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
@@ -358,14 +408,14 @@ func installAndCheck(t *testing.T, m mode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kcs := kubernetes.NewForConfigOrDie(cluster.Config)
+	kcs := kubernetes.NewForConfigOrDie(c.cluster.Config)
 	resources, err := rbacdoc.ServedResources(kcs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, who := range []string{"operator", "manager"} {
 		failures, n := rbacdoc.Check(ctx, kcs, rules, m.covers, rbacdoc.Subject{Who: who, Namespace: installNS, Name: "nexo-" + who},
-			resources, []string{installNS, "shop", "elsewhere"})
+			resources, []string{installNS, "shop", "payments", "elsewhere"})
 		for _, f := range failures {
 			t.Errorf("%s: %s", m.name, f)
 		}

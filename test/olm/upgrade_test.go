@@ -1,0 +1,172 @@
+package olm_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/catalog"
+	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/preflight/upgrade"
+	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+)
+
+// TestUpgrade: the release this build's CSV replaces, installed through OLM from the catalog
+// (startingCSV), with its operator and Manager built from the release's source commit and a
+// signed proxy Ready; then the upgrade OLM offers, approved through its InstallPlan, as
+// docs/upgrade.md says (preflight first, its trusted-keys command run). Throughout, the proxy
+// stays Ready; afterwards its Deployment and pod template are unchanged, the trusted-keys Secret
+// still holds every key (the Control Plane's and one an installer added) after OLM deleted the
+// old CSV, and this build's Manager reports its version.
+func TestUpgrade(t *testing.T) {
+	prevBundle := replacedBundle()
+	if prevBundle == "" {
+		t.Fatal("this build's CSV replaces no release: nothing to upgrade from")
+	}
+	root := testcluster.RepoRoot()
+	from, err := releasebuild.Previous(root, catalog.BuildVersion)
+	if err != nil || from == "" {
+		t.Fatalf("previous release: %q %v", from, err)
+	}
+	old, err := releasebuild.Build(root, from, t.TempDir(), "operator", "manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newOLMCluster(t)
+	ctx := c.ctx
+	c.subscribe(nil, "nexo-operator.v"+from)
+	c.waitCSV("nexo-operator.v" + from)
+	c.secrets("shop")
+	license := "--license-public-key=" + c.path("license-authority.pem")
+	op := c.start(wire.OperatorName, old["operator"], license)
+	mgr := c.start(wire.ManagerName, old["manager"])
+	proxy := c.deploy("shop")
+
+	// The keys before: the Control Plane's, which the old Manager wrote, and one an installer
+	// added by hand.
+	keysKey := types.NamespacedName{Namespace: installNS, Name: wire.TrustedKeysSecret}
+	keys := &corev1.Secret{}
+	if err := c.k8s.Get(ctx, keysKey, keys); err != nil {
+		t.Fatal(err)
+	}
+	if keys.Data == nil {
+		keys.Data = map[string][]byte{}
+	}
+	handPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	keys.Data["installer-added.pem"] = signature.MarshalPublicKey(handPub)
+	if err := c.k8s.Update(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	keysBefore := maps.Clone(keys.Data)
+	if len(keysBefore) < 2 {
+		t.Fatalf("the trusted-keys Secret holds %d entries before the upgrade, want the Control Plane's and the installer's", len(keysBefore))
+	}
+	dep := &appsv1.Deployment{}
+	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, dep); err != nil {
+		t.Fatal(err)
+	}
+
+	// Before approving: the preflight's trusted-keys check, then the command it names.
+	check, err := upgrade.CheckTrustedKeys(ctx, c.k8s, installNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if check.OK || !strings.Contains(check.Message, "owned by ClusterServiceVersion nexo-operator.v"+from) || !strings.Contains(check.Message, "kubectl -n "+installNS+" patch secret") {
+		t.Fatalf("preflight on %s's bundle Secret: %+v", from, check)
+	}
+	if err := c.k8s.Patch(ctx, keys, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/ownerReferences"}]`))); err != nil {
+		t.Fatal(err)
+	}
+	if check, _ := upgrade.CheckTrustedKeys(ctx, c.k8s, installNS); !check.OK {
+		t.Fatalf("after the documented command: %+v", check)
+	}
+
+	// Watch the proxy through the upgrade.
+	var mu sync.Mutex
+	var notReady []string
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			p := &nexov1alpha1.NexoProxy{}
+			if c.k8s.Get(ctx, client.ObjectKeyFromObject(proxy), p) == nil {
+				if r := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); r == nil || r.Status != metav1.ConditionTrue {
+					mu.Lock()
+					notReady = append(notReady, fmt.Sprintf("%v", p.Status.Conditions))
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+
+	// The upgrade: OLM offers this build in a new InstallPlan; approve it.
+	next := "nexo-operator.v" + catalog.BuildVersion
+	c.waitCSV(next)
+	poll(t, "OLM deletes the replaced CSV", 2*time.Minute, c.logs, func() (bool, string) {
+		err := c.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: "nexo-operator.v" + from}, &operatorsv1alpha1.ClusterServiceVersion{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	mgr.Stop()
+	op.Stop()
+	c.start(wire.OperatorName, bins["operator"], license)
+	c.start(wire.ManagerName, bins["manager"])
+	poll(t, "this build's Manager reports its version", time.Minute, c.logs, func() (bool, string) {
+		var v controlplane.EnvironmentView
+		if err := json.Unmarshal([]byte(c.cp("env", "show", c.envID)), &v); err != nil {
+			return false, err.Error()
+		}
+		return v.Inventory.BundleVersion == catalog.BuildVersion && strings.HasPrefix(v.Inventory.ManagerVersion, catalog.BuildVersion+"+"), v.Inventory.BundleVersion + " " + v.Inventory.ManagerVersion
+	})
+	// The new operator has re-verified the proxy (its observedGeneration) and it is Ready.
+	poll(t, "the proxy is Ready under this build's operator", time.Minute, c.logs, func() (bool, string) {
+		p := &nexov1alpha1.NexoProxy{}
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(proxy), p); err != nil {
+			return false, err.Error()
+		}
+		r := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady)
+		return p.Status.Phase == nexov1alpha1.ProxyReady && r != nil && r.Status == metav1.ConditionTrue, fmt.Sprint(p.Status.Conditions)
+	})
+	close(stop)
+	<-watched
+	if len(notReady) > 0 {
+		t.Errorf("the proxy was not Ready %d times during the upgrade, first: %s", len(notReady), notReady[0])
+	}
+	after := &appsv1.Deployment{}
+	if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(dep), after); err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != dep.UID || after.Generation != dep.Generation {
+		t.Errorf("the proxy Deployment changed in the upgrade: UID %s→%s, generation %d→%d", dep.UID, after.UID, dep.Generation, after.Generation)
+	}
+	if err := c.k8s.Get(ctx, keysKey, keys); err != nil {
+		t.Fatalf("the trusted-keys Secret after the upgrade: %v", err)
+	}
+	if !maps.EqualFunc(keys.Data, keysBefore, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Errorf("the trusted-keys Secret holds %d entries after the upgrade, %d before", len(keys.Data), len(keysBefore))
+	}
+}
