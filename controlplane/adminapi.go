@@ -223,6 +223,13 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) error {
 	if view.Commands == nil {
 		view.Commands = []CommandRecord{}
 	}
+	var deployed []protocol.Deployment
+	if view.Inventory != nil {
+		deployed = view.Inventory.Deployments
+	}
+	if err := s.withTargets(r.Context(), env.ID, view.Commands, deployed); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, view)
 	return nil
 }

@@ -125,6 +125,9 @@ func (s *Server) rolloutProxies(ctx context.Context, envID string, c *protocol.C
 // audience) at the command's sequence number (the revision), so a later command always carries
 // a higher revision than an earlier one.
 func (s *Server) queue(w http.ResponseWriter, r *http.Request, env Environment, c protocol.Command, objs []*unstructured.Unstructured, origin Origin) error {
+	if err := s.refuseLost(r.Context(), env); err != nil {
+		return err
+	}
 	c.ID = "cmd-" + randomID(8)
 	key, err := s.activeKey(r.Context())
 	if err != nil {

@@ -94,7 +94,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("signing keys: %w", err)
 	}
 	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}, SigningKeys: keys,
-		InventoryDigest: inventoryDigest, InventoryResync: resync}
+		InventoryDigest: inventoryDigest, InventoryResync: resync, Capabilities: []string{protocol.CapProxyStatus}}
 	var entry *auditEntry
 	if len(records) > 0 {
 		if entry, err = s.managerEntry(r, env); err != nil {

@@ -114,6 +114,9 @@ type CommandRecord struct {
 	Message    string     `json:"message,omitempty"`
 	Created    time.Time  `json:"created"`
 	Acked      *time.Time `json:"acked,omitempty"`
+	// Targets are the proxies the command carries and their state now (targets.go), in the
+	// environment view.
+	Targets []TargetStatus `json:"targets,omitempty"`
 }
 
 // ErrNotFound is returned for unknown environments, tokens and commands.

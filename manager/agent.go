@@ -314,6 +314,7 @@ func (a *Agent) Heartbeat(ctx context.Context) (*protocol.HeartbeatResponse, err
 		return nil, err
 	}
 	a.inv.confirm(hb, &resp)
+	a.inv.useStatus(&resp)
 	return &resp, nil
 }
 

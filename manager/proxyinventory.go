@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -37,6 +38,11 @@ type proxyInventory struct {
 	// fullLists: the Control Plane answered a delta heartbeat without an inventory digest (it
 	// predates inventory.delta), so heartbeats carry every proxy in Deployments again.
 	fullLists bool
+	// withStatus: the Control Plane announced CapProxyStatus, so entries carry each proxy's
+	// phase, Ready reason and available revision. Until then they are left out.
+	withStatus bool
+	// cached lists the cached proxies, to rebuild every entry when withStatus turns on.
+	cached func() []*nexov1alpha1.NexoProxy
 }
 
 // inventorySyncTimeout bounds the wait for the informer's first list.
@@ -90,6 +96,17 @@ func (a *Agent) startInventory(ctx context.Context) (*proxyInventory, error) {
 	if !toolscache.WaitForCacheSync(syncCtx.Done(), reg.HasSynced) {
 		return nil, fmt.Errorf("the NexoProxy informer did not sync within %s", inventorySyncTimeout)
 	}
+	inv.cached = func() []*nexov1alpha1.NexoProxy {
+		var list nexov1alpha1.NexoProxyList
+		if err := c.List(context.Background(), &list); err != nil {
+			return nil
+		}
+		out := make([]*nexov1alpha1.NexoProxy, len(list.Items))
+		for i := range list.Items {
+			out[i] = &list.Items[i]
+		}
+		return out
+	}
 	a.inv = inv
 	return inv, nil
 }
@@ -100,15 +117,47 @@ func trimProxy(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone
 	}
-	return &nexov1alpha1.NexoProxy{
+	t := &nexov1alpha1.NexoProxy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, ResourceVersion: p.ResourceVersion},
-		Status:     nexov1alpha1.NexoProxyStatus{Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision},
-	}, nil
+		Status: nexov1alpha1.NexoProxyStatus{Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision,
+			Phase: p.Status.Phase, AvailableRevision: p.Status.AvailableRevision},
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); c != nil {
+		t.Status.Conditions = []metav1.Condition{{Type: c.Type, Status: c.Status, Reason: c.Reason}}
+	}
+	return t, nil
 }
 
-func deploymentOf(p *nexov1alpha1.NexoProxy) protocol.Deployment {
-	return protocol.Deployment{Namespace: p.Namespace, Name: p.Name, Replicas: p.Status.Replicas,
+// deploymentOf is a proxy's inventory entry; withStatus adds its phase, Ready reason and
+// available revision (CapProxyStatus).
+func deploymentOf(p *nexov1alpha1.NexoProxy, withStatus bool) protocol.Deployment {
+	d := protocol.Deployment{Namespace: p.Namespace, Name: p.Name, Replicas: p.Status.Replicas,
 		ReadyReplicas: p.Status.ReadyReplicas, GraphRevision: p.Status.GraphRevision}
+	if withStatus {
+		d.Phase, d.AvailableRevision = string(p.Status.Phase), p.Status.AvailableRevision
+		if c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady); c != nil {
+			d.ReadyReason = c.Reason
+		}
+	}
+	return d
+}
+
+// useStatus turns withStatus on once the Control Plane announces CapProxyStatus, and rebuilds
+// every entry from the cache: the changed entries go out with the next heartbeats.
+func (i *proxyInventory) useStatus(resp *protocol.HeartbeatResponse) {
+	i.mu.Lock()
+	if i.withStatus || !slices.Contains(resp.Capabilities, protocol.CapProxyStatus) {
+		i.mu.Unlock()
+		return
+	}
+	i.withStatus = true
+	i.mu.Unlock()
+	if i.cached == nil {
+		return
+	}
+	for _, p := range i.cached() {
+		i.set(p)
+	}
 }
 
 func (i *proxyInventory) set(obj any) {
@@ -116,9 +165,9 @@ func (i *proxyInventory) set(obj any) {
 	if !ok {
 		return
 	}
-	d := deploymentOf(p)
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	d := deploymentOf(p, i.withStatus)
 	if old, ok := i.current[d.Key()]; ok {
 		if old == d {
 			return

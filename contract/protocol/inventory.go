@@ -15,8 +15,14 @@ type Digest [sha256.Size]byte
 
 // Toggle adds d to the digest, or removes it if it is there.
 func (g *Digest) Toggle(d Deployment) {
-	h := sha256.Sum256([]byte(d.Namespace + "\x00" + d.Name + "\x00" + strconv.Itoa(int(d.Replicas)) + "\x00" +
-		strconv.Itoa(int(d.ReadyReplicas)) + "\x00" + d.GraphRevision))
+	entry := d.Namespace + "\x00" + d.Name + "\x00" + strconv.Itoa(int(d.Replicas)) + "\x00" +
+		strconv.Itoa(int(d.ReadyReplicas)) + "\x00" + d.GraphRevision
+	// The CapProxyStatus fields count only when set, so an entry without them hashes as it did
+	// before them, on both sides, whatever their versions.
+	if d.Phase != "" || d.ReadyReason != "" || d.AvailableRevision != "" {
+		entry += "\x00" + d.Phase + "\x00" + d.ReadyReason + "\x00" + d.AvailableRevision
+	}
+	h := sha256.Sum256([]byte(entry))
 	for i := range g {
 		g[i] ^= h[i]
 	}

@@ -27,6 +27,10 @@ const (
 	// CapPromotionContract: the Manager reports what a promotion between bundle versions needs
 	// (installed bundle version, kind set, schema fingerprint, accepted pipeline kinds).
 	CapPromotionContract = "promotion-contract.v1"
+	// CapProxyStatus: inventory entries carry each proxy's phase, Ready reason and available
+	// revision. The Control Plane announces it in HeartbeatResponse.Capabilities; a Manager sends
+	// the fields only once it has seen it (a stricter, older Control Plane would refuse them).
+	CapProxyStatus = "proxy.status"
 )
 
 // Heartbeat is the Manager's periodic report.
@@ -95,6 +99,11 @@ type Deployment struct {
 	Replicas      int32  `json:"replicas"`
 	ReadyReplicas int32  `json:"readyReplicas"`
 	GraphRevision string `json:"graphRevision,omitempty"`
+	// With CapProxyStatus: the NexoProxy's phase, the reason of its Ready condition, and the
+	// revision whose rollout last completed (GraphRevision is the desired one).
+	Phase             string `json:"phase,omitempty"`
+	ReadyReason       string `json:"readyReason,omitempty"`
+	AvailableRevision string `json:"availableRevision,omitempty"`
 }
 
 // HeartbeatResponse steers the Manager: when to call again and what to do.
@@ -111,6 +120,8 @@ type HeartbeatResponse struct {
 	// inventory (the heartbeat's base was not the Control Plane's).
 	InventoryDigest string `json:"inventoryDigest,omitempty"`
 	InventoryResync bool   `json:"inventoryResync,omitempty"`
+	// Capabilities the Control Plane understands in heartbeats (CapProxyStatus).
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // SigningKey is one Control Plane public key.

@@ -350,6 +350,72 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		return len(pending) == 0, strings.Join(pending, "; ")
 	})
 
+	// Runtime truth: a pipeline whose request step is a schema-only kind is applied (the
+	// Manager writes it) but can never run. The operator blocks the proxy with
+	// UnsupportedReference, and the Control Plane shows the deploy's target Degraded with that
+	// reason at one of the two heartbeats that follow (the Manager's inventory carries the
+	// proxy's phase and Ready reason once the Control Plane announces proxy.status).
+	guarded := path("guarded.yaml")
+	_ = os.WriteFile(guarded, []byte(`apiVersion: nexo.io/v1alpha1
+kind: NexoQueryGuard
+metadata: {name: no-scans, namespace: shop}
+spec: {}
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoPipeline
+metadata: {name: guarded, namespace: shop}
+spec:
+  router: {kind: NexoRouter, name: by-database}
+  request: [{kind: NexoQueryGuard, name: no-scans}]
+---
+apiVersion: nexo.io/v1alpha1
+kind: NexoProxy
+metadata: {name: guarded-proxy, namespace: shop}
+spec:
+  pipelineRef: {name: guarded}
+  upstream: {name: primary, address: "mongo-0.mongo.db.svc:27017"}
+  profileRef: {name: standard}
+  licenseRef: {name: acme}
+  replicas: 1
+`), 0o644)
+	queued := regexp.MustCompile(`queued deploy (\S+)`).FindStringSubmatch(cp("command", "deploy", envID, "-f", guarded, "--namespace", "shop"))
+	if queued == nil {
+		t.Fatal("deploy of the guarded pipeline printed no command id")
+	}
+	waitNamed := func(name, what string, ok func(*nexov1alpha1.NexoProxy) bool) {
+		t.Helper()
+		poll(t, what, time.Minute, func() (bool, string) {
+			p := &nexov1alpha1.NexoProxy{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: name}, p); err != nil {
+				return false, err.Error()
+			}
+			return ok(p), fmt.Sprint(p.Status.Phase, p.Status.Conditions)
+		})
+	}
+	waitNamed("guarded-proxy", "the operator blocks the guarded proxy with UnsupportedReference", func(p *nexov1alpha1.NexoProxy) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady)
+		return c != nil && c.Reason == nexov1alpha1.ReasonUnsupportedReference
+	})
+	heartbeats := map[time.Time]bool{}
+	var shown controlplane.TargetStatus
+	poll(t, "the Control Plane shows the target Degraded/UnsupportedReference", 30*time.Second, func() (bool, string) {
+		v := view()
+		if v.LastHeartbeat != nil {
+			heartbeats[*v.LastHeartbeat] = true
+		}
+		for _, c := range v.Commands {
+			if c.ID == queued[1] && len(c.Targets) == 1 {
+				shown = c.Targets[0]
+			}
+		}
+		return shown.State == controlplane.TargetDegraded && shown.Reason == nexov1alpha1.ReasonUnsupportedReference, fmt.Sprintf("%+v", shown)
+	})
+	// The heartbeat seen when the cluster had blocked the proxy, and at most two more.
+	if n := len(heartbeats); n > 3 {
+		t.Errorf("the Control Plane showed Degraded/UnsupportedReference after %d heartbeats, want within two", n-1)
+	}
+	reliabilityreport.Figure(t, "schema-only reference, cluster → Control Plane", fmt.Sprintf("Degraded/UnsupportedReference shown within %d heartbeat(s) of the operator blocking the proxy", len(heartbeats)-1))
+
 	// Leader election: a second operator replica waits; kill -9 the leader and the other takes
 	// over within the lease settings, and reconciles (a redeploy becomes Ready).
 	second := start("nexo-operator", bins["operator"], "--license-public-key="+path("license-authority.pem"))

@@ -239,9 +239,11 @@ func (c *olmCluster) subscribe(targets []string, startingCSV string) {
 	}
 }
 
-// approve approves the InstallPlan the Subscription names now (the catalog operator may replace
-// a plan it made a moment before, so it is looked up each time) and describes it.
-func (c *olmCluster) approve() string {
+// approve approves the InstallPlan the Subscription names now, when it installs the CSV csv
+// (the catalog operator may replace a plan it made a moment before, so it is looked up each
+// time; after an install it names the next upgrade's plan, which waits for its own approval),
+// and describes it.
+func (c *olmCluster) approve(csv string) string {
 	ctx := c.ctx
 	sub := c.sub
 	if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(sub), sub); err != nil || sub.Status.InstallPlanRef == nil {
@@ -251,7 +253,7 @@ func (c *olmCluster) approve() string {
 	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: sub.Status.InstallPlanRef.Name}, p); err != nil {
 		return err.Error()
 	}
-	if !p.Spec.Approved {
+	if !p.Spec.Approved && slices.Contains(p.Spec.ClusterServiceVersionNames, csv) {
 		p.Spec.Approved = true
 		if err := c.k8s.Update(ctx, p); err != nil {
 			return err.Error()
@@ -271,9 +273,9 @@ func (c *olmCluster) waitCSV(name string) *operatorsv1alpha1.ClusterServiceVersi
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	poll(c.t, "the CSV "+name+" Succeeds", 4*time.Minute, c.logs, func() (bool, string) {
 		if err := c.k8s.Get(c.ctx, client.ObjectKey{Namespace: installNS, Name: name}, csv); err != nil {
-			return false, "no CSV yet; " + c.approve()
+			return false, "no CSV yet; " + c.approve(name)
 		}
-		return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s; %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message, c.approve())
+		return csv.Status.Phase == operatorsv1alpha1.CSVPhaseSucceeded, fmt.Sprintf("%s: %s %s; %s", csv.Status.Phase, csv.Status.Reason, csv.Status.Message, c.approve(name))
 	})
 	return csv
 }
@@ -361,7 +363,8 @@ func installAndCheck(t *testing.T, m mode) {
 		return err == nil, fmt.Sprint(err)
 	})
 	scope := binding.Annotations["nexo.io/admission-namespaces"]
-	if want := strings.Join(m.targets, ","); scope != want && (want != "" || scope != "*") {
+	sorted := slices.Sorted(slices.Values(m.targets)) // OLM writes olm.targetNamespaces sorted
+	if want := strings.Join(sorted, ","); scope != want && (want != "" || scope != "*") {
 		t.Errorf("the admission binding serves %q, want the OperatorGroup's targets %q", scope, want)
 	}
 	if got := binding.Annotations["nexo.io/admission-manager"]; got != "system:serviceaccount:"+installNS+":nexo-manager" {
@@ -393,7 +396,7 @@ func installAndCheck(t *testing.T, m mode) {
 			}
 			for _, c := range v.Commands {
 				if c.ID == id[1] {
-					return c.Status == string(protocol.Failed) && strings.Contains(c.Message, "this installation serves only "+strings.Join(m.targets, ", ")), fmt.Sprintf("%s: %s", c.Status, c.Message)
+					return c.Status == string(protocol.Failed) && strings.Contains(c.Message, "this installation serves only "+strings.Join(sorted, ", ")), fmt.Sprintf("%s: %s", c.Status, c.Message)
 				}
 			}
 			return false, "command not listed"

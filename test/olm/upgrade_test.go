@@ -140,7 +140,7 @@ func TestUpgrade(t *testing.T) {
 		if err := json.Unmarshal([]byte(c.cp("env", "show", c.envID)), &v); err != nil {
 			return false, err.Error()
 		}
-		return v.Inventory.BundleVersion == catalog.BuildVersion && strings.HasPrefix(v.Inventory.ManagerVersion, catalog.BuildVersion+"+"), v.Inventory.BundleVersion + " " + v.Inventory.ManagerVersion
+		return v.Inventory.BundleVersion == catalog.BuildVersion && strings.HasPrefix(v.Inventory.ManagerVersion, catalog.BuildVersion), v.Inventory.BundleVersion + " " + v.Inventory.ManagerVersion
 	})
 	// The new operator has re-verified the proxy (its observedGeneration) and it is Ready.
 	poll(t, "the proxy is Ready under this build's operator", time.Minute, c.logs, func() (bool, string) {
