@@ -250,7 +250,6 @@ func (a *Agent) token() (string, error) {
 // Run heartbeats until ctx ends. Failures back off exponentially with jitter; the Control Plane
 // steers the normal interval. Losing the Control Plane stops new commands only.
 func (a *Agent) Run(ctx context.Context) error {
-	a.KeepTrustedKeys(ctx)
 	if !a.WaitForControlPlaneURL(ctx) {
 		return nil
 	}

@@ -5,12 +5,10 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
@@ -55,7 +53,6 @@ func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) 
 	if err != nil {
 		return err
 	}
-	kept := keepFromOLM(secret)
 	data := map[string][]byte{}
 	for name, v := range secret.Data {
 		if !strings.HasPrefix(name, keyEntryPrefix) {
@@ -63,7 +60,7 @@ func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) 
 		}
 	}
 	maps.Copy(data, want)
-	if !kept && maps.EqualFunc(data, secret.Data, func(x, y []byte) bool { return string(x) == string(y) }) {
+	if maps.EqualFunc(data, secret.Data, func(x, y []byte) bool { return string(x) == string(y) }) {
 		return nil
 	}
 	secret.Data = data
@@ -72,39 +69,4 @@ func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) 
 	}
 	a.cfg.Log.Info("trusted-keys Secret updated from the Control Plane", "secret", key.String(), "keys", len(want))
 	return nil
-}
-
-// keepFromOLM removes the owner references to ClusterServiceVersions from the trusted-keys
-// Secret, and reports whether there were any. A bundle before 0.3.0 shipped the Secret, so OLM
-// made it a dependent of the CSV that installed it: when an upgrade deletes that CSV, the garbage
-// collector would delete the Secret, and with it the Control Plane's keys and any key an
-// installer added. Without the reference the Secret outlives every CSV (docs/upgrade.md, "OLM").
-func keepFromOLM(s *corev1.Secret) bool {
-	refs := slices.DeleteFunc(slices.Clone(s.OwnerReferences), func(r metav1.OwnerReference) bool {
-		return r.Kind == "ClusterServiceVersion" && strings.HasPrefix(r.APIVersion, "operators.coreos.com/")
-	})
-	if len(refs) == len(s.OwnerReferences) {
-		return false
-	}
-	s.OwnerReferences = refs
-	return true
-}
-
-// KeepTrustedKeys makes the trusted-keys Secret independent of OLM's CSVs (keepFromOLM) at start,
-// before the Manager can be Ready: OLM deletes a replaced CSV only once the new one's Deployments
-// are available. A missing Secret, or no right to read it, is left to the key sync to report.
-func (a *Agent) KeepTrustedKeys(ctx context.Context) {
-	if a.cfg.TrustedKeysSecret == "" {
-		return
-	}
-	secret := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: a.cfg.Namespace, Name: a.cfg.TrustedKeysSecret}
-	if err := a.client.Get(ctx, key, secret); err != nil || !keepFromOLM(secret) {
-		return
-	}
-	if err := a.client.Update(ctx, secret); err != nil {
-		a.cfg.Log.Error(err, "cannot remove OLM's owner reference from the trusted-keys Secret; an upgrade that deletes the old CSV would delete it", "secret", key.String())
-		return
-	}
-	a.cfg.Log.Info("removed OLM's owner reference from the trusted-keys Secret, so it outlives the CSV that installed it", "secret", key.String())
 }

@@ -13,10 +13,10 @@ import (
 )
 
 // TrustedKeys is what happens to the trusted-keys Secret in an OLM upgrade. Bundles before 0.3.0
-// shipped it, so OLM made it a dependent of the CSV that installed it; when the upgrade deletes
-// that CSV, the garbage collector deletes the Secret, and the operator then trusts no key. The
-// new Manager removes the reference before it is Ready (OLM deletes the old CSV only after
-// that), and the preflight names the command that does it by hand, to be certain.
+// shipped it, so OLM made it a dependent of the CSV that installed it. During the upgrade OLM
+// applies that bundle Secret again (empty, owned by the old CSV, whatever was changed since) and
+// then deletes it with the old CSV: the operator trusts no key until it is created again (docs/
+// upgrade.md, "OLM").
 type TrustedKeys struct {
 	OK      bool   `json:"ok"`
 	Message string `json:"message"`
@@ -34,9 +34,9 @@ func CheckTrustedKeys(ctx context.Context, c client.Client, ns string) (TrustedK
 	}
 	for _, r := range s.OwnerReferences {
 		if r.Kind == "ClusterServiceVersion" {
-			return TrustedKeys{Message: fmt.Sprintf("the trusted-keys Secret %s (%d keys) is owned by ClusterServiceVersion %s: when the upgrade deletes that CSV, it is deleted too. "+
-				"The new Manager removes the reference before it is Ready; to be certain, before approving the InstallPlan run: "+
-				`kubectl -n %s patch secret %s --type=json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]'`, key, len(s.Data), r.Name, ns, key.Name)}, nil
+			return TrustedKeys{Message: fmt.Sprintf("the trusted-keys Secret %s (%d keys) came with the bundle of ClusterServiceVersion %s: OLM deletes it, keys and all, with that CSV during the upgrade, "+
+				"and signed proxies report UnknownSigningKey (their workloads keep running) until it exists again. Once the new CSV has Succeeded, run `nexoctl install --token-file <token>` "+
+				"or `kubectl -n %s create secret generic %s`: the Manager puts the Control Plane's keys back at its next heartbeat; add again any key you added by hand", key, len(s.Data), r.Name, ns, key.Name)}, nil
 		}
 	}
 	return TrustedKeys{OK: true, Message: fmt.Sprintf("%d keys in %s, which no CSV owns: the upgrade keeps them", len(s.Data), key)}, nil
