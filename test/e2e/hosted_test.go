@@ -359,7 +359,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	_ = os.WriteFile(guarded, []byte(`apiVersion: nexo.io/v1alpha1
 kind: NexoQueryGuard
 metadata: {name: no-scans, namespace: shop}
-spec: {}
+spec: {maxFilterDepth: 8}
 ---
 apiVersion: nexo.io/v1alpha1
 kind: NexoPipeline
