@@ -92,7 +92,8 @@ test-release: ## Build images twice (reproducible), publish one to an in-process
 	go test -count=1 -timeout 30m ./hack/release/
 
 # Real OLM, built once per machine from the snapshot in OLM_TOOLS (12-30 minutes cold).
-OLM_TOOLS ?= $(CURDIR)/../shared/tools/olm
+# Beside the repository (../shared), else this machine's shared folder for a clone made elsewhere.
+OLM_TOOLS ?= $(firstword $(wildcard $(CURDIR)/../shared/tools/olm /work/shared/tools/olm) $(CURDIR)/../shared/tools/olm)
 
 .PHONY: test-olm
 test-olm: cluster-tools ## Install the bundle through real OLM in the AllNamespaces, OwnNamespace, SingleNamespace and MultiNamespace modes (a signed deploy, the effective RBAC of docs/rbac.md), and upgrade the previous release to this build through an InstallPlan.
