@@ -46,8 +46,10 @@ func targetStatus(c CommandRecord, ref protocol.ObjectRef, inv map[protocol.Obje
 	switch {
 	case c.Status == string(protocol.Failed) || c.Status == "dead":
 		t.State, t.Reason = TargetDegraded, "CommandFailed"
+	case c.Status == "pending":
+		t.State, t.Reason = TargetProgressing, "CommandPending"
 	case c.Status != string(protocol.Applied):
-		t.State, t.Reason = TargetProgressing, "Command"+capitalize(c.Status)
+		t.State, t.Reason = TargetProgressing, "CommandDelivered"
 	case c.Type == protocol.Uninstall && reported:
 		t.State, t.Reason = TargetProgressing, "Removing"
 	case c.Type == protocol.Uninstall:
@@ -75,13 +77,6 @@ func orElse(s, def string) string {
 		return s
 	}
 	return def
-}
-
-func capitalize(s string) string {
-	if s == "" {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // withTargets fills each command's Targets from its stored proxies and the inventory.

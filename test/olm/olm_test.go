@@ -345,14 +345,13 @@ func installAndCheck(t *testing.T, m mode) {
 	c.subscribe(m.targets, "")
 	c.waitCSV("nexo-operator.v" + catalog.BuildVersion)
 	c.secrets(m.deploy)
-	op := c.start(wire.OperatorName, bins["operator"], "--license-public-key="+c.path("license-authority.pem"))
-	mgr := c.start(wire.ManagerName, bins["manager"])
+	c.start(wire.OperatorName, bins["operator"], "--license-public-key="+c.path("license-authority.pem"))
+	c.start(wire.ManagerName, bins["manager"])
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s", olmLogs())
 		}
 	})
-	_, _ = op, mgr
 	c.deploy(m.deploy)
 	graphFile := c.path("graph.yaml")
 	// The operator applied the admission policies for its installation: its binding, whose
