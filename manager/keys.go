@@ -48,7 +48,7 @@ func (a *Agent) syncKeys(ctx context.Context, advertised []protocol.SigningKey) 
 		// Every install path creates it; the Manager may not create Secrets (it could otherwise
 		// make a ServiceAccount-token Secret and read a credential back; docs/rbac.md).
 		return fmt.Errorf("the trusted-keys Secret %s does not exist, so the Control Plane's signing keys cannot reach the operator: "+
-			"the chart, kustomize and the OLM bundle create it; recreate it with `kubectl -n %s create secret generic %s`", key, key.Namespace, key.Name)
+			"the chart and kustomize create it, nexoctl install does on an OLM install; recreate it with `kubectl -n %s create secret generic %s`", key, key.Namespace, key.Name)
 	}
 	if err != nil {
 		return err

@@ -42,6 +42,10 @@ const (
 	// its control-plane-* entries equal to the Control Plane's advertised keys, the operator
 	// and the Manager follow it.
 	TrustedKeysSecret = "nexo-trusted-keys"
+	// TrustedKeysSavedSecret carries the trusted keys across an OLM upgrade from a release whose
+	// bundle shipped TrustedKeysSecret (OLM deletes that one with the old CSV): nexoctl install
+	// saves them there before the upgrade and puts them back after it (docs/upgrade.md, "OLM").
+	TrustedKeysSavedSecret = "nexo-trusted-keys-saved"
 )
 
 // The installation's configuration ConfigMap (kustomize and the OperatorHub console: created by

@@ -53,8 +53,10 @@ type Summary struct {
 	TokenSecret     string   `json:"tokenSecret"`
 	SecretAction    string   `json:"secretAction"` // created, updated, unchanged, would-apply
 	OLM             bool     `json:"olm"`
-	Warnings        []string `json:"warnings,omitempty"`
-	RenderedBytes   int      `json:"renderedBytes,omitempty"`
+	// TrustedKeys is what an OLM install did with the trusted-keys Secret (EnsureTrustedKeys).
+	TrustedKeys   string   `json:"trustedKeys,omitempty"`
+	Warnings      []string `json:"warnings,omitempty"`
+	RenderedBytes int      `json:"renderedBytes,omitempty"`
 }
 
 // readToken reads and validates the token file before anything touches the cluster, and returns
@@ -149,7 +151,7 @@ is installed. Re-running is safe.`,
 			}
 			switch s.Action {
 			case "secret-only":
-				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the connect-token Secret %s/%s was %s.\n", ns, wire.ConnectTokenSecret, s.SecretAction)
+				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the Secrets were applied: connect token %s/%s %s; trusted keys %s/%s %s.\n", ns, wire.ConnectTokenSecret, s.SecretAction, ns, wire.TrustedKeysSecret, s.TrustedKeys)
 			case "dry-run":
 				fmt.Fprintf(o.Out, "# Secret %s/%s (connect token for environment %s, not shown) would be created or updated outside Helm.\n", ns, wire.ConnectTokenSecret, env)
 			default:
@@ -276,8 +278,13 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 	if olm {
 		s.OLM, s.Action = true, "secret-only"
 		// The bundle ships no trusted-keys Secret (OLM would replace it on upgrade): the
-		// installer makes it, empty, for the Manager to fill.
-		if err := ensureTrustedKeysSecret(ctx, penv.Client, ns); err != nil {
+		// installer makes it, empty, for the Manager to fill, and carries the keys across an
+		// upgrade from a bundle that shipped it.
+		wait := req.timeout
+		if wait < 2*time.Minute {
+			wait = 2 * time.Minute
+		}
+		if s.TrustedKeys, err = EnsureTrustedKeys(ctx, penv.Client, ns, wait); err != nil {
 			return err
 		}
 	} else {
@@ -363,16 +370,6 @@ func applyTokenSecret(ctx context.Context, c client.Client, ns, token string) (s
 		return "", cliopts.Fail(cliopts.ExitFailed, "update Secret %s/%s: %s", ns, wire.ConnectTokenSecret, apierrors.ReasonForError(err))
 	}
 	return "updated", nil
-}
-
-// ensureTrustedKeysSecret creates the empty trusted-keys Secret when it does not exist; an
-// existing one is left as it is (its keys are the Manager's and the installer's).
-func ensureTrustedKeysSecret(ctx context.Context, c client.Client, ns string) error {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.TrustedKeysSecret, Namespace: ns, Labels: map[string]string{wire.PartOfLabel: wire.PartOf}}, Type: corev1.SecretTypeOpaque}
-	if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
-		return cliopts.Fail(cliopts.ExitFailed, "create Secret %s/%s: %s", ns, wire.TrustedKeysSecret, apierrors.ReasonForError(err))
-	}
-	return nil
 }
 
 // NewUninstallCmd builds `nexoctl uninstall`.

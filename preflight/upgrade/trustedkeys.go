@@ -15,8 +15,8 @@ import (
 // TrustedKeys is what happens to the trusted-keys Secret in an OLM upgrade. Bundles before 0.3.0
 // shipped it, so OLM made it a dependent of the CSV that installed it. During the upgrade OLM
 // applies that bundle Secret again (empty, owned by the old CSV, whatever was changed since) and
-// then deletes it with the old CSV: the operator trusts no key until it is created again (docs/
-// upgrade.md, "OLM").
+// then deletes it with the old CSV: the operator trusts no key until it is created again, which
+// nexoctl install does with the keys it saved before the upgrade (docs/upgrade.md, "OLM").
 type TrustedKeys struct {
 	OK      bool   `json:"ok"`
 	Message string `json:"message"`
@@ -35,8 +35,8 @@ func CheckTrustedKeys(ctx context.Context, c client.Client, ns string) (TrustedK
 	for _, r := range s.OwnerReferences {
 		if r.Kind == "ClusterServiceVersion" {
 			return TrustedKeys{Message: fmt.Sprintf("the trusted-keys Secret %s (%d keys) came with the bundle of ClusterServiceVersion %s: OLM deletes it, keys and all, with that CSV during the upgrade, "+
-				"and signed proxies report UnknownSigningKey (their workloads keep running) until it exists again. Once the new CSV has Succeeded, run `nexoctl install --token-file <token>` "+
-				"or `kubectl -n %s create secret generic %s`: the Manager puts the Control Plane's keys back at its next heartbeat; add again any key you added by hand", key, len(s.Data), r.Name, ns, key.Name)}, nil
+				"and signed proxies report UnknownSigningKey (their workloads keep running) until it exists again. Before approving the upgrade run `nexoctl install --token-file <token>`: it saves the keys in %s; "+
+				"run it again once the new CSV has Succeeded: it creates %s with them", key, len(s.Data), r.Name, wire.TrustedKeysSavedSecret, key.Name)}, nil
 		}
 	}
 	return TrustedKeys{OK: true, Message: fmt.Sprintf("%d keys in %s, which no CSV owns: the upgrade keeps them", len(s.Data), key)}, nil

@@ -1,6 +1,7 @@
 package olm_test
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
@@ -34,10 +36,11 @@ import (
 // (startingCSV), with its operator and Manager built from the release's source commit and a
 // signed proxy Ready; then the upgrade OLM offers, approved through its InstallPlan, as
 // docs/upgrade.md says: the preflight first (it names the trusted-keys Secret OLM deletes with
-// the old CSV), the Secret created again once the new CSV Succeeded. Afterwards the Manager has
-// put the Control Plane's keys back, the proxy is Ready under this build's operator, its
-// Deployment is the same object at the same generation (nothing rolled while the keys were
-// missing), and this build's Manager reports its version.
+// the old CSV), nexoctl install to save the keys, and nexoctl install again once the new CSV
+// Succeeded. Afterwards the trusted keys are the ones from before (the Control Plane's and one
+// added by hand), the proxy is Ready under this build's operator, its Deployment is the same
+// object at the same generation (nothing rolled while the keys were missing), and this build's
+// Manager reports its version.
 func TestUpgrade(t *testing.T) {
 	prevBundle := replacedBundle()
 	if prevBundle == "" {
@@ -91,8 +94,14 @@ func TestUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if check.OK || !strings.Contains(check.Message, "ClusterServiceVersion nexo-operator.v"+from) || !strings.Contains(check.Message, "create secret generic "+wire.TrustedKeysSecret) {
+	if check.OK || !strings.Contains(check.Message, "ClusterServiceVersion nexo-operator.v"+from) || !strings.Contains(check.Message, "Before approving the upgrade run `nexoctl install") {
 		t.Fatalf("preflight on %s's bundle Secret: %+v", from, check)
+	}
+
+	// The documented step before approving: nexoctl install saves the keys OLM will delete.
+	did, err := installcmd.EnsureTrustedKeys(ctx, c.k8s, installNS, time.Minute)
+	if err != nil || !strings.HasPrefix(did, fmt.Sprintf("saved %d keys", len(keysBefore))) {
+		t.Fatalf("nexoctl install before the upgrade: %q %v", did, err)
 	}
 
 	// Watch the proxy through the upgrade.
@@ -136,23 +145,20 @@ func TestUpgrade(t *testing.T) {
 	})
 	mgr.Stop()
 	op.Stop()
-	// The documented step after the CSV Succeeded: the Secret again, as nexoctl install makes it.
-	if err := c.k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: wire.TrustedKeysSecret}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	// The documented step after the CSV Succeeded: nexoctl install again, which waits until OLM
+	// has deleted the old Secret (garbage collection can lag the CSV) and puts the saved keys
+	// back.
+	if did, err = installcmd.EnsureTrustedKeys(ctx, c.k8s, installNS, 2*time.Minute); err != nil || !strings.Contains(did, "saved before the upgrade") {
+		t.Fatalf("nexoctl install after the upgrade: %q %v", did, err)
+	}
+	if err := c.k8s.Get(ctx, keysKey, keys); err != nil || !maps.EqualFunc(keys.Data, keysBefore, bytes.Equal) || csvOwned(keys) {
+		t.Fatalf("after the upgrade the trusted keys are %d entries (owners %v), want the %d from before: %v", len(keys.Data), keys.OwnerReferences, len(keysBefore), err)
+	}
+	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: wire.TrustedKeysSavedSecret}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the saved copy of the keys is still there after they were put back: %v", err)
 	}
 	c.start(wire.OperatorName, bins["operator"], license)
 	c.start(wire.ManagerName, bins["manager"])
-	poll(t, "the Manager puts the Control Plane's keys back", time.Minute, c.logs, func() (bool, string) {
-		if err := c.k8s.Get(ctx, keysKey, keys); err != nil {
-			return false, err.Error()
-		}
-		for name, v := range keysBefore {
-			if strings.HasPrefix(name, "control-plane-") && string(keys.Data[name]) != string(v) {
-				return false, fmt.Sprint(len(keys.Data), " entries")
-			}
-		}
-		return true, ""
-	})
 	poll(t, "this build's Manager reports its version", time.Minute, c.logs, func() (bool, string) {
 		var v controlplane.EnvironmentView
 		if err := json.Unmarshal([]byte(c.cp("env", "show", c.envID)), &v); err != nil {
@@ -172,6 +178,10 @@ func TestUpgrade(t *testing.T) {
 	close(stop)
 	<-watched
 	t.Logf("the proxy was seen not Ready %d times while the trusted-keys Secret was gone; the Secret changed %d times during the upgrade", len(notReady), len(keyHistory))
+	// The Manager keeps the Control Plane's entries; the installer's key is still there.
+	if err := c.k8s.Get(ctx, keysKey, keys); err != nil || !maps.EqualFunc(keys.Data, keysBefore, bytes.Equal) {
+		t.Errorf("trusted keys after the upgrade: %d entries, want the %d from before: %v", len(keys.Data), len(keysBefore), err)
+	}
 	after := &appsv1.Deployment{}
 	if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(dep), after); err != nil {
 		t.Fatal(err)
@@ -179,4 +189,13 @@ func TestUpgrade(t *testing.T) {
 	if after.UID != dep.UID || after.Generation != dep.Generation {
 		t.Errorf("the proxy Deployment changed in the upgrade: UID %s→%s, generation %d→%d", dep.UID, after.UID, dep.Generation, after.Generation)
 	}
+}
+
+func csvOwned(s *corev1.Secret) bool {
+	for _, r := range s.OwnerReferences {
+		if r.Kind == "ClusterServiceVersion" {
+			return true
+		}
+	}
+	return false
 }
