@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/blang/semver/v4"
@@ -165,7 +164,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 				"operatorframework.io/suggested-namespace":         "nexo-system",
 				"operators.operatorframework.io/internal-objects":  internalObjects(),
 				"operators.openshift.io/valid-subscription":        `["Nexo Edge subscription"]`,
-				"features.operators.openshift.io/disconnected":     strconv.FormatBool(allByDigest(relatedImages())),
+				"features.operators.openshift.io/disconnected":     "false", // the Manager needs its Control Plane (docs/release.md, "Disconnected clusters")
 				"features.operators.openshift.io/fips-compliant":   "false",
 				"features.operators.openshift.io/proxy-aware":      "true", // the Manager honours HTTPS_PROXY/NO_PROXY (Go's http.ProxyFromEnvironment)
 				"features.operators.openshift.io/tls-profiles":     "false",
@@ -272,17 +271,6 @@ func relatedImages() []operatorsv1alpha1.RelatedImage {
 		{Name: "nexo-operator", Image: operatorImage},
 		{Name: "nexo-manager", Image: managerImage},
 	}
-}
-
-// allByDigest: OperatorHub's "disconnected" claim holds only when every image is pinned by
-// digest (a mirror copies digests; a tag can move).
-func allByDigest(images []operatorsv1alpha1.RelatedImage) bool {
-	for _, i := range images {
-		if !strings.Contains(i.Image, "@sha256:") {
-			return false
-		}
-	}
-	return len(images) > 0
 }
 
 // openShiftVersions is the oldest OpenShift whose Kubernetes meets catalog.MinKubernetesVersion: OpenShift

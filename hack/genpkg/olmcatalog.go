@@ -106,9 +106,15 @@ func olmCatalog() error {
 	if err := writeYAML("olm/catalog/"+packageName+"/catalog.yaml", generatedHeader+"---\n", docs...); err != nil {
 		return err
 	}
-	csvName := packageName + ".v" + catalog.BuildVersion
+	// The Subscription starts at the newest released CSV, from the catalog image published with
+	// it, by digest (a released catalog cannot hold this build's CSV before it is released).
+	image, csvName, err := publishedCatalog(rels)
+	if err != nil {
+		return err
+	}
 	if err := writeTemplate("olm/subscribe.yaml", "subscribe.yaml",
-		map[string]string{"Header": generatedHeader, "Package": packageName, "Channel": catalog.DefaultChannel(catalog.BuildVersion), "CSVName": csvName}); err != nil {
+		map[string]string{"Header": generatedHeader, "Package": packageName, "Channel": catalog.DefaultChannel(catalog.BuildVersion),
+			"CSVName": csvName, "CatalogImage": image, "CatalogDir": "/configs"}); err != nil {
 		return err
 	}
 	// PROJECT: the kubebuilder project file, so operator-sdk users can run

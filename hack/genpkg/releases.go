@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/blang/semver/v4"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
@@ -51,6 +53,29 @@ func releases() ([]released, error) {
 		out = append(out, released{Version: v, CSV: csv, BundleImage: rec.Bundle.Reference})
 	}
 	return out, nil
+}
+
+// publishedCatalog is the catalog image recorded with the newest release that has one
+// (releases/<version>/catalog.json, written by hack/release), and the CSV that release added:
+// what olm/subscribe.yaml names.
+func publishedCatalog(rels []released) (image, csv string, err error) {
+	for i := len(rels) - 1; i >= 0; i-- {
+		raw, err := os.ReadFile(filepath.Join(releasesDir, rels[i].Version.String(), "catalog.json"))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return "", "", err
+		}
+		var rec struct {
+			Reference string `json:"reference"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil || !strings.Contains(rec.Reference, "@sha256:") {
+			return "", "", fmt.Errorf("releases/%s/catalog.json names no image by digest (%v)", rels[i].Version, err)
+		}
+		return rec.Reference, rels[i].CSV.Name, nil
+	}
+	return "", "", fmt.Errorf("no release records a catalog image (releases/<version>/catalog.json): publish it with go run ./hack/release catalog -registry HOST/PATH")
 }
 
 // upgradeEdge is where this build's CSV comes from in the graph: it replaces the newest release

@@ -6,6 +6,8 @@
 //
 //	go run ./hack/release release -version 0.2.0 -registry ghcr.io/nexo-io [-push-to 127.0.0.1:5000]
 //
+//	go run ./hack/release catalog [-registry ghcr.io/nexo-io] [-push-to 127.0.0.1:5000]
+//
 //	go run ./hack/release registry -addr 127.0.0.1:5000
 //
 // images builds the operator, Manager and reference Control Plane for linux/amd64 and
@@ -18,8 +20,10 @@
 // attaches a CycloneDX SBOM of each binary (from its Go build information) to its image as an
 // OCI referrer, and only then writes dist/release.json with every digest.
 //
-// release does what publish-images does, then pushes the bundle image and keeps the release
-// under releases/<version>/ with every image by digest (release.go). -push-to sends the pushes
+// release does what publish-images does, then pushes the nexoctl archives, the chart and the
+// bundle image, keeps the release under releases/<version>/ with every artefact by digest
+// (release.go), and publishes the catalog image (catalogimage.go). catalog publishes the catalog
+// image of the newest release alone (again, for one cut elsewhere). -push-to sends the pushes
 // to a loopback registry standing in for REGISTRY; registry serves one (in memory).
 package main
 
@@ -40,7 +44,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE] | release -version V -registry HOST/PATH [-push-to ADDR] | registry -addr ADDR")
+		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE] | release -version V -registry HOST/PATH [-push-to ADDR] | catalog [-registry HOST/PATH] [-push-to ADDR] | registry -addr ADDR")
 		os.Exit(2)
 	}
 	var err error
@@ -51,10 +55,12 @@ func main() {
 		err = publishCmd(os.Args[2:])
 	case "release":
 		err = releaseCmd(os.Args[2:])
+	case "catalog":
+		err = catalogCmd(os.Args[2:])
 	case "registry":
 		err = registryCmd(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q (want images, publish-images, release or registry)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want images, publish-images, release, catalog or registry)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -175,6 +181,38 @@ func releaseCmd(args []string) error {
 		fmt.Println(im.Reference)
 	}
 	fmt.Printf("released %s into %s/%s; the catalog is regenerated: review and commit both\n", pub.Version, releasesDir, pub.Version)
+	return nil
+}
+
+func catalogCmd(args []string) error {
+	fs := flag.NewFlagSet("catalog", flag.ExitOnError)
+	registry := fs.String("registry", "", "where the catalog image lives: host[:port]/path (default: the newest release's registry)")
+	to := fs.String("push-to", "", "push to this loopback registry instead of REGISTRY's host (a rehearsal or stand-in)")
+	_ = fs.Parse(args)
+	repo, err := filepath.Abs(".")
+	if err != nil {
+		return err
+	}
+	if *registry == "" {
+		r, err := newestRelease(repo)
+		if err != nil {
+			return err
+		}
+		*registry = r.Registry
+	}
+	opts, err := pushTo(*registry, *to)
+	if err != nil {
+		return err
+	}
+	if *to == "" {
+		opts = append(opts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	}
+	pub, err := publishCatalog(repo, *registry, opts...)
+	if err != nil {
+		return err
+	}
+	fmt.Println(pub.Reference)
+	fmt.Println("recorded in releases/*/" + catalogRecord + "; run make bundle so olm/subscribe.yaml names it")
 	return nil
 }
 

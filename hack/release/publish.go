@@ -26,6 +26,15 @@ type publication struct {
 	Images   []publishedImage `json:"images"`
 	// Bundle is the registry+v1 bundle image (make release; publish-images pushes none).
 	Bundle *publishedImage `json:"bundle,omitempty"`
+	// GoToolchain built every binary (go env GOVERSION).
+	GoToolchain string `json:"goToolchain,omitempty"`
+	// Chart is the released chart as Helm's OCI artifact (helm pull oci://…).
+	Chart *publishedImage `json:"chart,omitempty"`
+	// Archives are the nexoctl archives, each with its checksum, and their OCI artifact.
+	Archives *publishedArchives `json:"archives,omitempty"`
+	// Catalog is the catalog image published with this release (also in catalog.json, which
+	// olm/subscribe.yaml is generated from); not in release.json, which is written before it.
+	Catalog *publishedImage `json:"-"`
 }
 
 type publishedImage struct {

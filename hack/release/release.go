@@ -42,63 +42,120 @@ func releaseVersion(repo, work, registry, version, pushedTo string, opts ...remo
 	if err != nil {
 		return nil, err
 	}
+	if pub.GoToolchain, err = goToolchain(repo); err != nil {
+		return nil, err
+	}
 	d := digests{}
 	for _, im := range pub.Images {
 		d[im.Name] = im.Reference
 	}
+	s, err := sourceOf(repo, false)
+	if err != nil {
+		return nil, err
+	}
+	// nexoctl, for every platform, into dist/<version>/ and as one artifact.
+	dist := filepath.Join(repo, "dist", version)
+	files, err := buildArchives(repo, work, dist, s)
+	if err != nil {
+		return nil, err
+	}
+	arch, err := archivesArtifact(dist, files, s)
+	if err != nil {
+		return nil, err
+	}
+	archives, err := pushArtifact(arch, registry, archivesRepository, "v"+version, opts...)
+	if err != nil {
+		return nil, err
+	}
+	pub.Archives = &publishedArchives{publishedImage: *archives, Files: files}
+
 	stage := filepath.Join(repo, releasesDir, "."+version+".staging")
 	if err := os.RemoveAll(stage); err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
-	if err := writeReleaseTree(repo, stage, d); err != nil {
+	if err := writeReleaseTree(repo, stage, d, pub.Created); err != nil {
 		return nil, err
 	}
-	s, err := sourceOf(repo, false)
+	if err := copyFile(filepath.Join(dist, checksumsFile), filepath.Join(stage, checksumsFile)); err != nil {
+		return nil, err
+	}
+	// The released chart (values by digest) as Helm's OCI artifact.
+	chart, chartVersion, err := chartArtifact(filepath.Join(stage, "chart", "nexo-edge"), s)
 	if err != nil {
+		return nil, err
+	}
+	if pub.Chart, err = pushArtifact(chart, registry, chartRepository, chartVersion, opts...); err != nil {
 		return nil, err
 	}
 	img, err := bundleImage(filepath.Join(stage, "bundle"), s)
 	if err != nil {
 		return nil, err
 	}
-	tag, err := name.NewTag(registry + "/" + bundleImageName + ":v" + version)
-	if err != nil {
+	if pub.Bundle, err = pushArtifact(img, registry, bundleImageName, "v"+version, opts...); err != nil {
 		return nil, err
 	}
-	if err := remote.Write(tag, img, opts...); err != nil {
-		return nil, fmt.Errorf("push %s: %w (nothing was recorded as released)", tag, err)
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return nil, err
-	}
+	pub.Bundle.Name = bundleImageName
 	pub.PushedTo = pushedTo
-	pub.Bundle = &publishedImage{Name: bundleImageName, Reference: tag.Context().Digest(digest.String()).String(), Digest: digest.String(), Tag: tag.String()}
 	if err := writePublication(filepath.Join(stage, "release.json"), pub); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(stage, target); err != nil {
 		return nil, err
 	}
-	// The catalog is derived from releases/: regenerate it (and check that the tree still
-	// generates what it holds).
-	cmd := exec.Command("go", "run", "./hack/genpkg", "bundle")
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return pub, fmt.Errorf("released %s into %s, but regenerating the catalog failed (run make bundle): %v\n%s", version, target, err, out)
+	// The catalog is derived from releases/: regenerate it, publish its image, and regenerate
+	// again so olm/subscribe.yaml names that image by digest.
+	if err := genpkgBundle(repo); err != nil {
+		return pub, fmt.Errorf("released %s into %s, but %w", version, target, err)
+	}
+	if pub.Catalog, err = publishCatalog(repo, registry, opts...); err != nil {
+		return pub, fmt.Errorf("released %s into %s, but publishing the catalog failed (run go run ./hack/release catalog): %w", version, target, err)
+	}
+	if err := genpkgBundle(repo); err != nil {
+		return pub, fmt.Errorf("released %s into %s, but %w", version, target, err)
 	}
 	return pub, nil
 }
 
-// writeReleaseTree writes what a release keeps into dir, every product image by digest:
+// genpkgBundle regenerates the bundle, the catalog and olm/subscribe.yaml (make bundle).
+func genpkgBundle(repo string) error {
+	cmd := exec.Command("go", "run", "./hack/genpkg", "bundle")
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("regenerating the catalog failed (run make bundle): %v\n%s", err, out)
+	}
+	return nil
+}
+
+// goToolchain is the Go release that builds in repo (go env GOVERSION), recorded so a rebuild
+// can use the same one.
+func goToolchain(repo string) (string, error) {
+	cmd := exec.Command("go", "env", "GOVERSION")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
+}
+
+// writeReleaseTree writes what a release keeps into dir, every product image by digest, the
+// CSV created at the release's time:
 //
 //	crds/           the CRDs (config/crd/bases)
 //	chart/nexo-edge the chart, values.yaml naming the images by digest
 //	bundle/         the registry+v1 bundle, the CSV naming the images by digest
 //	config/         the kustomize configuration (YAML only)
 //	kustomization.yaml  config/default with images: by digest
-func writeReleaseTree(repo, dir string, d digests) error {
+func writeReleaseTree(repo, dir string, d digests, created string) error {
 	copies := []struct{ from, to string }{
 		{"config/crd/bases", "crds"},
 		{"charts/nexo-edge", "chart/nexo-edge"},
@@ -112,10 +169,10 @@ func writeReleaseTree(repo, dir string, d digests) error {
 	}
 	stamps := []struct {
 		path  string
-		stamp func([]byte, digests) ([]byte, error)
+		stamp func([]byte) ([]byte, error)
 	}{
-		{"bundle/manifests/nexo-operator.clusterserviceversion.yaml", stampCSV},
-		{"chart/nexo-edge/values.yaml", stampValues},
+		{"bundle/manifests/nexo-operator.clusterserviceversion.yaml", func(b []byte) ([]byte, error) { return stampCSV(b, d, created) }},
+		{"chart/nexo-edge/values.yaml", func(b []byte) ([]byte, error) { return stampValues(b, d) }},
 	}
 	for _, s := range stamps {
 		p := filepath.Join(dir, s.path)
@@ -123,7 +180,7 @@ func writeReleaseTree(repo, dir string, d digests) error {
 		if err != nil {
 			return err
 		}
-		out, err := s.stamp(raw, d)
+		out, err := s.stamp(raw)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.path, err)
 		}

@@ -39,7 +39,10 @@ func quietRegistry() http.Handler {
 // CSV (containerImage, both Deployments, relatedImages), the chart (image.digest, rendered as
 // @sha256), the kustomize entry point (images:) and the catalog (olm.bundle by digest); the
 // bundle image carries the stamped bundle and its labels; the operator binary pulled from the
-// released image prints the version and commit. A second release of the version is refused.
+// released image prints the version and commit; release.json records the toolchain and where
+// it pushed; the nexoctl archives, the chart (pulled by Helm's own registry client) and the
+// catalog image pull back by digest and hold what the tree holds; a mirror by digest keeps every
+// digest (docs/release.md, "Mirroring"). A second release of the version is refused.
 func TestReleaseToARegistry(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and pushes every image")
@@ -79,7 +82,7 @@ func TestReleaseToARegistry(t *testing.T) {
 	// The CSV names every image by the published digest.
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	readYAML(t, filepath.Join(dir, "bundle/manifests/nexo-operator.clusterserviceversion.yaml"), csv)
-	if csv.Annotations["containerImage"] != d["nexo-operator"] || csv.Annotations["features.operators.openshift.io/disconnected"] != "true" {
+	if csv.Annotations["containerImage"] != d["nexo-operator"] || csv.Annotations["features.operators.openshift.io/disconnected"] != "false" {
 		t.Errorf("CSV annotations: containerImage %q disconnected %q", csv.Annotations["containerImage"], csv.Annotations["features.operators.openshift.io/disconnected"])
 	}
 	for _, dep := range csv.Spec.InstallStrategy.StrategySpec.DeploymentSpecs {
@@ -159,6 +162,11 @@ func TestReleaseToARegistry(t *testing.T) {
 			t.Errorf("released operator --version: %q %v", out, err)
 		}
 	}
+	checkReleaseRecord(t, dir, pub, csv)
+	checkArchives(t, repo, dir, pub)
+	checkChart(t, pub, d)
+	checkCatalog(t, repo, dir, pub)
+	checkMirror(t, pub)
 	// A version is released once.
 	if _, err := releaseVersion(repo, t.TempDir(), registryPath, buildinfo.Version, ""); err == nil || !strings.Contains(err.Error(), "is released, and a release is never replaced") {
 		t.Errorf("second release: %v", err)

@@ -38,9 +38,10 @@ func (d digests) pin(ref string) string {
 }
 
 // stampCSV pins every image of a CSV by digest: the containerImage annotation, every container
-// of both Deployments, every RELATED_IMAGE_* environment variable and relatedImages. It fails
-// when an image is left by tag, since OLM mirrors for disconnected clusters copy digests only.
-func stampCSV(raw []byte, d digests) ([]byte, error) {
+// of both Deployments, every RELATED_IMAGE_* environment variable and relatedImages, and sets
+// createdAt to the release's time. It fails when an image is left by tag, since a mirror copies
+// digests only.
+func stampCSV(raw []byte, d digests, created string) ([]byte, error) {
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
 	if err := yaml.UnmarshalStrict(raw, csv); err != nil {
 		return nil, err
@@ -76,7 +77,10 @@ func stampCSV(raw []byte, d digests) ([]byte, error) {
 	if len(unpinned) > 0 {
 		return nil, fmt.Errorf("the CSV names images that were not released: %s", strings.Join(unpinned, ", "))
 	}
-	csv.Annotations["features.operators.openshift.io/disconnected"] = "true"
+	// OperatorHub sorts by createdAt: the release's time, not the generator's fixed one. The
+	// "disconnected" claim stays false: every image is by digest now, but the Manager still
+	// needs its Control Plane (docs/release.md, "Disconnected clusters").
+	csv.Annotations["createdAt"] = created
 	return yaml.Marshal(csv)
 }
 

@@ -47,11 +47,15 @@ func TestStampCSVRefusesAnUnreleasedImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stampCSV(raw, testDigests); err != nil {
+	out, err := stampCSV(raw, testDigests, "2026-12-05T10:00:00Z")
+	if err != nil {
 		t.Fatalf("the generated CSV: %v", err)
 	}
+	if !strings.Contains(string(out), "createdAt: \"2026-12-05T10:00:00Z\"") {
+		t.Error("the stamped CSV's createdAt is not the release's time")
+	}
 	only := digests{"nexo-operator": testDigests["nexo-operator"]}
-	if _, err := stampCSV(raw, only); err == nil || !strings.Contains(err.Error(), "nexo-manager") {
+	if _, err := stampCSV(raw, only, "2026-12-05T10:00:00Z"); err == nil || !strings.Contains(err.Error(), "nexo-manager") {
 		t.Errorf("stamp without the Manager's digest: %v", err)
 	}
 }
