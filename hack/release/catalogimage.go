@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
 )
 
 // The catalog image (docs/release.md, "The catalog image"): the file-based catalog olm/catalog
@@ -39,21 +40,15 @@ type releaseRecord struct {
 
 // newestRelease reads the release.json of the highest version under repo/releases.
 func newestRelease(repo string) (releaseRecord, error) {
-	entries, err := os.ReadDir(filepath.Join(repo, releasesDir))
+	versions, err := releasebuild.Versions(repo)
 	if err != nil {
 		return releaseRecord{}, err
 	}
-	var best *semver.Version
-	for _, e := range entries {
-		if v, err := semver.StrictNewVersion(e.Name()); err == nil && e.IsDir() && (best == nil || v.GreaterThan(best)) {
-			best = v
-		}
-	}
-	if best == nil {
+	if len(versions) == 0 {
 		return releaseRecord{}, errors.New("no release under releases/: the catalog holds released versions only")
 	}
 	var r releaseRecord
-	raw, err := os.ReadFile(filepath.Join(repo, releasesDir, best.String(), "release.json"))
+	raw, err := os.ReadFile(filepath.Join(repo, releasesDir, versions[len(versions)-1].String(), "release.json"))
 	if err == nil {
 		err = json.Unmarshal(raw, &r)
 	}
