@@ -109,7 +109,7 @@ func checkArchives(t *testing.T, repo, dir string, pub *publication) {
 	}
 	exe := filepath.Join(t.TempDir(), "nexoctl")
 	extractFile(t, io.NopCloser(gz), "nexoctl", exe)
-	out, err := exec.Command(exe, "version").CombinedOutput()
+	out, err := exec.Command(exe, "version", "--client").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), pub.Version) {
 		t.Errorf("nexoctl version from the archive: %q %v", out, err)
 	}
