@@ -95,7 +95,6 @@ func releaseVersion(repo, work, registry, version, pushedTo string, opts ...remo
 	if pub.Bundle, err = pushArtifact(img, registry, bundleImageName, "v"+version, opts...); err != nil {
 		return nil, err
 	}
-	pub.Bundle.Name = bundleImageName
 	pub.PushedTo = pushedTo
 	if err := writePublication(filepath.Join(stage, "release.json"), pub); err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 )
 
 // EnsureTrustedKeys makes sure the trusted-keys Secret of an OLM install exists and keeps its
@@ -49,7 +50,7 @@ func EnsureTrustedKeys(ctx context.Context, c client.Client, ns string, wait tim
 		case err != nil:
 			return "", cliopts.Fail(cliopts.ExitFailed, "read Secret %s: %s", key, apierrors.ReasonForError(err))
 		}
-		owner := csvOwner(s)
+		owner := upgrade.CSVOwner(s)
 		if owner == "" {
 			if saved == nil {
 				return "kept", nil
@@ -99,16 +100,6 @@ func EnsureTrustedKeys(ctx context.Context, c client.Client, ns string, wait tim
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// csvOwner is the name of the ClusterServiceVersion that owns s, if any.
-func csvOwner(s *corev1.Secret) string {
-	for _, r := range s.OwnerReferences {
-		if r.Kind == "ClusterServiceVersion" {
-			return r.Name
-		}
-	}
-	return ""
 }
 
 // csvReplaced reports whether the CSV name in ns is gone, being deleted, or replaced by another

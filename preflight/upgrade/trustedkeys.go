@@ -32,12 +32,21 @@ func CheckTrustedKeys(ctx context.Context, c client.Client, ns string) (TrustedK
 		}
 		return TrustedKeys{}, err
 	}
-	for _, r := range s.OwnerReferences {
-		if r.Kind == "ClusterServiceVersion" {
-			return TrustedKeys{Message: fmt.Sprintf("the trusted-keys Secret %s (%d keys) came with the bundle of ClusterServiceVersion %s: OLM deletes it, keys and all, with that CSV during the upgrade, "+
-				"and signed proxies report UnknownSigningKey (their workloads keep running) until it exists again. Before approving the upgrade run `nexoctl install --token-file <token>`: it saves the keys in %s; "+
-				"run it again once the new CSV has Succeeded: it creates %s with them", key, len(s.Data), r.Name, wire.TrustedKeysSavedSecret, key.Name)}, nil
-		}
+	if owner := CSVOwner(s); owner != "" {
+		return TrustedKeys{Message: fmt.Sprintf("the trusted-keys Secret %s (%d keys) came with the bundle of ClusterServiceVersion %s: OLM deletes it, keys and all, with that CSV during the upgrade, "+
+			"and signed proxies report UnknownSigningKey (their workloads keep running) until it exists again. Before approving the upgrade run `nexoctl install --token-file <token>`: it saves the keys in %s; "+
+			"run it again once the new CSV has Succeeded: it creates %s with them", key, len(s.Data), owner, wire.TrustedKeysSavedSecret, key.Name)}, nil
 	}
 	return TrustedKeys{OK: true, Message: fmt.Sprintf("%d keys in %s, which no CSV owns: the upgrade keeps them", len(s.Data), key)}, nil
+}
+
+// CSVOwner is the name of the ClusterServiceVersion that owns s (OLM made a bundle's Secret its
+// CSV's dependent), or "".
+func CSVOwner(s *corev1.Secret) string {
+	for _, r := range s.OwnerReferences {
+		if r.Kind == "ClusterServiceVersion" {
+			return r.Name
+		}
+	}
+	return ""
 }

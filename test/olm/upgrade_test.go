@@ -151,7 +151,7 @@ func TestUpgrade(t *testing.T) {
 	if did, err = installcmd.EnsureTrustedKeys(ctx, c.k8s, installNS, 2*time.Minute); err != nil || !strings.Contains(did, "saved before the upgrade") {
 		t.Fatalf("nexoctl install after the upgrade: %q %v", did, err)
 	}
-	if err := c.k8s.Get(ctx, keysKey, keys); err != nil || !maps.EqualFunc(keys.Data, keysBefore, bytes.Equal) || csvOwned(keys) {
+	if err := c.k8s.Get(ctx, keysKey, keys); err != nil || !maps.EqualFunc(keys.Data, keysBefore, bytes.Equal) || upgrade.CSVOwner(keys) != "" {
 		t.Fatalf("after the upgrade the trusted keys are %d entries (owners %v), want the %d from before: %v", len(keys.Data), keys.OwnerReferences, len(keysBefore), err)
 	}
 	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: wire.TrustedKeysSavedSecret}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
@@ -189,13 +189,4 @@ func TestUpgrade(t *testing.T) {
 	if after.UID != dep.UID || after.Generation != dep.Generation {
 		t.Errorf("the proxy Deployment changed in the upgrade: UID %s→%s, generation %d→%d", dep.UID, after.UID, dep.Generation, after.Generation)
 	}
-}
-
-func csvOwned(s *corev1.Secret) bool {
-	for _, r := range s.OwnerReferences {
-		if r.Kind == "ClusterServiceVersion" {
-			return true
-		}
-	}
-	return false
 }
