@@ -15,6 +15,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
 // adminActor is who the admin token acts as in the audit history.
@@ -22,7 +23,7 @@ const adminActor, adminRole = "admin", "admin"
 
 // NewEnvironment is the admin API's answer to a registration: the token is shown this once.
 type NewEnvironment struct {
-	Environment
+	storage.Environment
 	Token string `json:"token"`
 }
 
@@ -34,9 +35,9 @@ func randomID(n int) string {
 
 // pathEnvironment resolves the path's environment (404 otherwise) and makes it the audit target,
 // in its tenant's history.
-func (s *Server) pathEnvironment(r *http.Request) (Environment, error) {
+func (s *Server) pathEnvironment(r *http.Request) (storage.Environment, error) {
 	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return env, fail(http.StatusNotFound, "no environment %s", r.PathValue("env"))
 	} else if err != nil {
 		return env, err
@@ -90,7 +91,7 @@ func (s *Server) rotateToken(w http.ResponseWriter, r *http.Request) error {
 
 // rotate issues a new connect token for env: the current one stays valid until the Manager
 // uses the new one, or for the grace the body asks (DefaultTokenGrace when none).
-func (s *Server) rotate(w http.ResponseWriter, r *http.Request, env Environment) error {
+func (s *Server) rotate(w http.ResponseWriter, r *http.Request, env storage.Environment) error {
 	var req struct {
 		GraceSeconds int64 `json:"graceSeconds"`
 	}
@@ -121,13 +122,13 @@ func (s *Server) rotate(w http.ResponseWriter, r *http.Request, env Environment)
 
 // EnvironmentView is the admin API's view of an environment: inventory and command history.
 type EnvironmentView struct {
-	Environment
+	storage.Environment
 	Health
 	Inventory *protocol.Heartbeat `json:"inventory,omitempty"`
 	// InventoryComplete is false while a Manager's report of its proxies, spread over several
 	// heartbeats (a first report, a resync), is still arriving: Inventory.Deployments is partial.
-	InventoryComplete bool            `json:"inventoryComplete"`
-	Commands          []CommandRecord `json:"commands"`
+	InventoryComplete bool          `json:"inventoryComplete"`
+	Commands          []CommandView `json:"commands"`
 }
 
 // Heartbeat states of an environment, by the age of its last heartbeat against the interval the
@@ -173,7 +174,7 @@ func (s *Server) health(ctx context.Context, envID string, now time.Time) (Healt
 
 // EnvironmentSummary is one row of the environment listing.
 type EnvironmentSummary struct {
-	Environment
+	storage.Environment
 	Health
 }
 
@@ -217,17 +218,15 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) error {
 		}
 		view.Inventory = &hb
 	}
-	if view.Commands, err = s.Store.Commands(r.Context(), env.ID); err != nil {
+	cmds, err := s.Store.Commands(r.Context(), env.ID)
+	if err != nil {
 		return err
-	}
-	if view.Commands == nil {
-		view.Commands = []CommandRecord{}
 	}
 	var deployed []protocol.Deployment
 	if view.Inventory != nil {
 		deployed = view.Inventory.Deployments
 	}
-	if err := s.withTargets(r.Context(), env.ID, view.Commands, deployed); err != nil {
+	if view.Commands, err = s.commandViews(r.Context(), env.ID, cmds, deployed); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, view)
@@ -245,9 +244,5 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &c, manifestBody); err != nil {
 		return err
 	}
-	objs, err := s.prepare(r.Context(), env.ID, &c, nil)
-	if err != nil {
-		return err
-	}
-	return s.queue(w, r, env, c, objs, Origin{})
+	return s.submit(w, r, commandRequest{env: env, cmd: c})
 }

@@ -6,23 +6,23 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
 // auditStore is a Store with n records from 50 actors and 10 actions, a tenth of them refused.
-func auditStore(b *testing.B, n int) *controlplane.Store {
+func auditStore(b *testing.B, n int) *storage.Store {
 	b.Helper()
-	s, err := controlplane.Open(filepath.Join(b.TempDir(), "audit.db"))
+	s, err := storage.Open(filepath.Join(b.TempDir(), "audit.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
 	for i := 0; i < n; i++ {
-		decision := controlplane.Allowed
+		decision := storage.Allowed
 		if i%10 == 0 {
-			decision = controlplane.Refused
+			decision = storage.Refused
 		}
-		if _, err := s.Audit(context.Background(), controlplane.AuditRecord{Actor: fmt.Sprintf("user-%d", i%50), Role: "editor",
+		if _, err := s.Audit(context.Background(), storage.AuditRecord{Actor: fmt.Sprintf("user-%d", i%50), Role: "editor",
 			Action: fmt.Sprintf("action-%d", i%10), Target: fmt.Sprintf("env-%d", i%100), Decision: decision}); err != nil {
 			b.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func BenchmarkAuditAppend(b *testing.B) {
 	s := auditStore(b, 0)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.Audit(context.Background(), controlplane.AuditRecord{Actor: "admin", Role: "admin", Action: "command.queue", Target: "env", Decision: controlplane.Allowed}); err != nil {
+		if _, err := s.Audit(context.Background(), storage.AuditRecord{Actor: "admin", Role: "admin", Action: "command.queue", Target: "env", Decision: storage.Allowed}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -48,7 +48,7 @@ func BenchmarkAuditQuery10k(b *testing.B) {
 	s := auditStore(b, 10000)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		recs, _, err := s.QueryAudit(context.Background(), controlplane.AuditFilter{Actor: "user-10", Decision: controlplane.Refused, Limit: 100})
+		recs, _, err := s.QueryAudit(context.Background(), storage.AuditFilter{Actor: "user-10", Decision: storage.Refused, Limit: 100})
 		if err != nil || len(recs) == 0 {
 			b.Fatalf("%d records, %v", len(recs), err)
 		}

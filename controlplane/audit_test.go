@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
 )
@@ -97,7 +99,7 @@ func TestAuditHistory(t *testing.T) {
 	if code := c.do("GET", "/admin/audit?limit=0", admin, nil, &e); code != 400 || !strings.Contains(e.Error, "limit") {
 		t.Errorf("limit=0: %d %q", code, e.Error)
 	}
-	var v controlplane.AuditVerification
+	var v storage.AuditVerification
 	c.do("GET", "/admin/audit/verify", admin, nil, &v)
 	if !v.OK || v.Records < int64(len(all.Records)) || v.Head == "" {
 		t.Fatalf("verify: %+v", v)
@@ -123,7 +125,7 @@ func TestAuditHistory(t *testing.T) {
 		t.Errorf("after an edit: %+v", v)
 	}
 	// Rewriting its hash too: record 2 now verifies alone, but record 3 no longer chains to it.
-	var r2 controlplane.AuditRecord
+	var r2 storage.AuditRecord
 	if err := sqldb.QueryRow(`SELECT seq, actor, role, action, target, decision, reason, command_id, prev_hash FROM audit WHERE seq=2`).
 		Scan(&r2.Seq, &r2.Actor, &r2.Role, &r2.Action, &r2.Target, &r2.Decision, &r2.Reason, &r2.CommandID, &r2.PrevHash); err != nil {
 		t.Fatal(err)
@@ -138,13 +140,13 @@ func TestAuditHistory(t *testing.T) {
 
 	// A record removed from the middle of a chain is named by the record after the gap.
 	other := filepath.Join(t.TempDir(), "other.db")
-	store2, err := controlplane.Open(other)
+	store2, err := storage.Open(other)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store2.Close()
 	for i := 0; i < 5; i++ {
-		if _, err := store2.Audit(context.Background(), controlplane.AuditRecord{Actor: "a", Role: "admin", Action: "x", Decision: controlplane.Allowed}); err != nil {
+		if _, err := store2.Audit(context.Background(), storage.AuditRecord{Actor: "a", Role: "admin", Action: "x", Decision: storage.Allowed}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
 // Checkpoint is the signed head of the audit history, kept in a file outside the database.
@@ -45,7 +47,7 @@ func checkpointMessage(seq int64, hash string) []byte {
 
 // Save writes r as the head, if it is later than the one saved (atomically: a temporary file
 // renamed over the old one).
-func (c *Checkpoint) Save(r AuditRecord) error {
+func (c *Checkpoint) Save(r storage.AuditRecord) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Seq <= c.last {
@@ -95,17 +97,10 @@ func (c *Checkpoint) Load() (CheckpointHead, bool, error) {
 	return h, true, nil
 }
 
-// Anchor is what a verification found of the checkpoint.
-type Anchor struct {
-	File string `json:"file"`
-	Seq  int64  `json:"seq"`
-	Hash string `json:"hash"`
-}
-
 // checkAnchor adds the checkpoint to a verification of the chain: the database must hold the
 // checkpoint's record with its hash, or records were removed from the end (or the history was
 // rewritten). Without a checkpoint configured it changes nothing.
-func (s *Server) checkAnchor(ctx context.Context, v *AuditVerification) error {
+func (s *Server) checkAnchor(ctx context.Context, v *storage.AuditVerification) error {
 	if s.Checkpoint == nil {
 		return nil
 	}
@@ -117,11 +112,11 @@ func (s *Server) checkAnchor(ctx context.Context, v *AuditVerification) error {
 	if !ok {
 		return nil
 	}
-	v.Anchor = &Anchor{File: s.Checkpoint.Path, Seq: head.Seq, Hash: head.Hash}
+	v.Anchor = &storage.Anchor{File: s.Checkpoint.Path, Seq: head.Seq, Hash: head.Hash}
 	if !v.OK {
 		return nil
 	}
-	hash, found, err := s.Store.auditHash(ctx, head.Seq)
+	hash, found, err := s.Store.AuditHash(ctx, head.Seq)
 	switch {
 	case err != nil:
 		return err
@@ -155,14 +150,14 @@ func (s *Server) Init(ctx context.Context) error {
 		return fmt.Errorf("the audit history does not verify: %s. Restore the database from a backup; to start over from this database on purpose, move %s aside (a new checkpoint is written)", v.Reason, s.Checkpoint.Path)
 	}
 	if v.Records > 0 {
-		if err := s.Checkpoint.Save(AuditRecord{Seq: v.Records, Hash: v.Head}); err != nil {
+		if err := s.Checkpoint.Save(storage.AuditRecord{Seq: v.Records, Hash: v.Head}); err != nil {
 			return fmt.Errorf("write the audit checkpoint: %w", err)
 		}
 	}
-	s.Store.onAudit = func(r AuditRecord) {
+	s.Store.OnAuditCommit(func(r storage.AuditRecord) {
 		if err := s.Checkpoint.Save(r); err != nil {
 			s.log().Error("audit checkpoint not written", "seq", r.Seq, "error", err)
 		}
-	}
+	})
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
@@ -31,7 +33,7 @@ const admin = "admin-secret"
 type cp struct {
 	t      *testing.T
 	db     string
-	store  *controlplane.Store
+	store  *storage.Store
 	srv    *httptest.Server
 	pub    ed25519.PublicKey
 	server *controlplane.Server
@@ -61,7 +63,7 @@ func (b *syncBuffer) String() string {
 
 func start(t *testing.T, db string, key ed25519.PrivateKey) *cp {
 	t.Helper()
-	store, err := controlplane.Open(db)
+	store, err := storage.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +114,14 @@ func (c *cp) do(method, path, token string, body any, out any) int {
 	return resp.StatusCode
 }
 
+// heartbeat is a Manager's heartbeat that advertises every command type of the table.
 func heartbeat(cluster string) protocol.Heartbeat {
+	caps := []string{protocol.CapHeartbeat}
+	for _, c := range protocol.Commands {
+		caps = append(caps, c.Capability)
+	}
 	return protocol.Heartbeat{ProtocolVersion: protocol.Version, ManagerVersion: "0.2.0", ClusterID: cluster,
-		Capabilities: []string{protocol.CapHeartbeat}, Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"}}
+		Capabilities: caps, Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"}}
 }
 
 func TestEnvironmentTokenAndBinding(t *testing.T) {
@@ -228,5 +235,45 @@ func TestCommandsSurviveARestartAndAreSigned(t *testing.T) {
 	}
 	if code := c.do("POST", "/v1/commands/cmd-unknown/ack", env.Token, protocol.Ack{Status: protocol.Applied}, nil); code != 404 {
 		t.Errorf("ack of an unknown command: %d", code)
+	}
+}
+
+// A command whose capability the environment's Manager did not advertise is refused (409,
+// audited, naming the capability) before anything is queued; the advertised one is accepted.
+func TestUnadvertisedCommandIsRefusedBeforeQueueing(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	c := start(t, filepath.Join(t.TempDir(), "cp.db"), key)
+	var env controlplane.NewEnvironment
+	c.do("POST", "/admin/environments", admin, map[string]string{"name": "older"}, &env)
+	hb := heartbeat("cluster-a")
+	hb.ManagerVersion = "0.1.9"
+	hb.Capabilities = []string{protocol.CapHeartbeat, protocol.CapUpgrade}
+	if code := c.do("POST", "/v1/heartbeat", env.Token, hb, nil); code != 200 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+	proxy := map[string]string{"namespace": "shop", "name": "orders"}
+	var e protocol.Error
+	code := c.do("POST", "/admin/environments/"+env.ID+"/commands", admin, map[string]any{"type": "uninstall", "proxy": proxy}, &e)
+	if code != 409 || !strings.Contains(e.Error, protocol.CapUninstall) || !strings.Contains(e.Error, "0.1.9") {
+		t.Fatalf("uninstall to a Manager without %s: %d %q", protocol.CapUninstall, code, e.Error)
+	}
+	var view controlplane.EnvironmentView
+	c.do("GET", "/admin/environments/"+env.ID, admin, nil, &view)
+	if len(view.Commands) != 0 {
+		t.Fatalf("a refused command was queued: %+v", view.Commands)
+	}
+	var page controlplane.AuditPage
+	c.do("GET", "/admin/audit?action=command.queue", admin, nil, &page)
+	if n := len(page.Records); n != 1 || page.Records[0].Decision != storage.Refused || !strings.Contains(page.Records[0].Reason, protocol.CapUninstall) {
+		t.Fatalf("the refusal's audit record: %+v", page.Records)
+	}
+	// The advertised type is queued; and once the Manager advertises uninstall, so is that.
+	if code := c.do("POST", "/admin/environments/"+env.ID+"/commands", admin, map[string]any{"type": "upgrade", "targetVersion": "0.3.0"}, nil); code != 201 {
+		t.Fatalf("an advertised upgrade: %d", code)
+	}
+	hb.Capabilities = append(hb.Capabilities, protocol.CapUninstall)
+	c.do("POST", "/v1/heartbeat", env.Token, hb, nil)
+	if code := c.do("POST", "/admin/environments/"+env.ID+"/commands", admin, map[string]any{"type": "uninstall", "proxy": proxy}, nil); code != 201 {
+		t.Fatalf("uninstall once advertised: %d", code)
 	}
 }

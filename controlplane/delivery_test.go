@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -95,7 +97,7 @@ func TestCommandsAreOrderedAndSignedBySequence(t *testing.T) {
 func TestUnacknowledgedCommandIsDeadLettered(t *testing.T) {
 	c, env := newEnv(t)
 	poison := c.enqueue(env, protocol.Command{Type: protocol.Upgrade, TargetVersion: "9.9.9"})
-	for i := 0; i < controlplane.MaxDeliveries; i++ {
+	for i := 0; i < storage.MaxDeliveries; i++ {
 		if got := c.deliver(env); len(got) != 1 || got[0].ID != poison {
 			t.Fatalf("delivery %d: %+v", i+1, got)
 		}
@@ -103,11 +105,11 @@ func TestUnacknowledgedCommandIsDeadLettered(t *testing.T) {
 	next := c.enqueue(env, protocol.Command{Type: protocol.Upgrade, TargetVersion: "0.2.0"})
 	got := c.deliver(env)
 	if len(got) != 1 || got[0].ID != next {
-		t.Fatalf("after %d deliveries the poison command is still delivered: %+v", controlplane.MaxDeliveries, got)
+		t.Fatalf("after %d deliveries the poison command is still delivered: %+v", storage.MaxDeliveries, got)
 	}
 	var view controlplane.EnvironmentView
 	c.do("GET", "/admin/environments/"+env.ID, admin, nil, &view)
-	if view.Commands[0].Status != "dead" || view.Commands[0].Deliveries != controlplane.MaxDeliveries || !strings.Contains(view.Commands[0].Message, "not acknowledged") {
+	if view.Commands[0].Status != "dead" || view.Commands[0].Deliveries != storage.MaxDeliveries || !strings.Contains(view.Commands[0].Message, "not acknowledged") {
 		t.Fatalf("poison command %+v", view.Commands[0])
 	}
 	// A late acknowledgement still records the real outcome.

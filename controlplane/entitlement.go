@@ -2,49 +2,17 @@ package controlplane
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"net/http"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
 // The license entitlement of a tenant (docs/controlplane.md, "License entitlement"): the last
 // check before a deploy through a stage is signed and queued.
-
-const entitlementSchema = `
-CREATE TABLE IF NOT EXISTS entitlements (
-  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id), max_proxies INTEGER NOT NULL CHECK (max_proxies >= 0), expires_at TEXT NOT NULL);
-`
-
-// SetEntitlement stores a tenant's entitlement, replacing the one before.
-func (s *Store) SetEntitlement(ctx context.Context, tenant string, e targeting.Entitlement) error {
-	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO entitlements(tenant_id, max_proxies, expires_at) VALUES(?,?,?)
-		ON CONFLICT(tenant_id) DO UPDATE SET max_proxies = excluded.max_proxies, expires_at = excluded.expires_at`,
-		tenant, e.MaxProxies, e.ExpiresAt.UTC().Format(time.RFC3339))
-	return err
-}
-
-// Entitlement returns a tenant's entitlement, nil when it has none.
-func (s *Store) Entitlement(ctx context.Context, tenant string) (*targeting.Entitlement, error) {
-	var e targeting.Entitlement
-	var expires string
-	err := s.q(ctx).QueryRowContext(ctx, `SELECT max_proxies, expires_at FROM entitlements WHERE tenant_id = ?`, tenant).Scan(&e.MaxProxies, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if e.ExpiresAt, err = time.Parse(time.RFC3339, expires); err != nil {
-		return nil, fmt.Errorf("entitlement of %s: %w", tenant, err)
-	}
-	return &e, nil
-}
 
 // setEntitlement is PUT /admin/tenants/{tenant}/entitlement {"maxProxies", "expiresAt"}: the
 // admin token only, since it is the license a tenant bought, not a tenant's setting.
@@ -57,7 +25,7 @@ func (s *Server) setEntitlement(w http.ResponseWriter, r *http.Request) error {
 	if err := e.Validate(); err != nil {
 		return fail(http.StatusBadRequest, "entitlement: %v", err)
 	}
-	if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, ErrNotFound) {
+	if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, storage.ErrNotFound) {
 		return fail(http.StatusNotFound, "no tenant %s", tenant)
 	} else if err != nil {
 		return err
@@ -83,35 +51,6 @@ func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ caller
 	}
 	writeJSON(w, http.StatusOK, e)
 	return nil
-}
-
-// ProxyClaims counts the NexoProxies a tenant holds: those its environments report (their
-// inventories), those in their deployed sets, and those in deploys and rollouts queued for them
-// and not yet acknowledged, each environment/namespace/name once. It returns the count, and of
-// env's, the namespace/name keys.
-func (s *Store) ProxyClaims(ctx context.Context, tenant, env string) (int, map[string]bool, error) {
-	rows, err := s.q(ctx).QueryContext(ctx, `
-		WITH envs AS (SELECT env_id FROM environment_tenancy WHERE tenant_id = ?)
-		SELECT env_id, namespace, name FROM inventory WHERE env_id IN envs
-		UNION SELECT env_id, namespace, name FROM desired WHERE kind = 'NexoProxy' AND env_id IN envs
-		UNION SELECT p.env_id, p.namespace, p.name FROM command_proxies p JOIN commands c ON c.id = p.command_id
-			WHERE c.status IN ('pending', 'delivered') AND p.env_id IN envs`, tenant)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer rows.Close()
-	n, mine := 0, map[string]bool{}
-	for rows.Next() {
-		var e, ns, name string
-		if err := rows.Scan(&e, &ns, &name); err != nil {
-			return 0, nil, err
-		}
-		n++
-		if e == env {
-			mine[ns+"/"+name] = true
-		}
-	}
-	return n, mine, rows.Err()
 }
 
 // entitled checks a deploy of objs into env against the tenant's entitlement (403 with the

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
 )
@@ -16,7 +18,7 @@ import (
 // heartbeat and ack, the admin API's environment, command and token requests): never a panic,
 // never a 500, and every refusal carries exactly one error body.
 func FuzzRequests(f *testing.F) {
-	store, err := controlplane.Open(filepath.Join(f.TempDir(), "cp.db"))
+	store, err := storage.Open(filepath.Join(f.TempDir(), "cp.db"))
 	if err != nil {
 		f.Fatal(err)
 	}

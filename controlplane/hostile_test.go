@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/controlplane"
@@ -57,7 +59,7 @@ func (c *cp) sqlite(t *testing.T) *sql.DB {
 	return db
 }
 
-func (c *cp) auditOf(token, tenant, query string) []controlplane.AuditRecord {
+func (c *cp) auditOf(token, tenant, query string) []storage.AuditRecord {
 	c.t.Helper()
 	var page controlplane.AuditPage
 	path := "/admin/audit?" + query
@@ -374,7 +376,7 @@ func TestStrictInput(t *testing.T) {
 		}
 	}
 	// Nothing of the refused requests was made.
-	var ps struct{ Principals []controlplane.Principal }
+	var ps struct{ Principals []storage.Principal }
 	tn.do("GET", acme+"/principals", tn.tokens[targeting.TenantAdmin], nil, &ps)
 	for _, p := range ps.Principals {
 		if p.Name == "dave" && len(p.Bindings) != 1 {
@@ -466,8 +468,8 @@ func TestAuditAnchoredAndTransactional(t *testing.T) {
 	dbPath := filepath.Join(dir, "cp.db")
 	ckpt := filepath.Join(t.TempDir(), "elsewhere", "audit-checkpoint")
 	_ = os.MkdirAll(filepath.Dir(ckpt), 0o755)
-	serve := func() (*controlplane.Server, *controlplane.Store, error) {
-		store, err := controlplane.Open(dbPath)
+	serve := func() (*controlplane.Server, *storage.Store, error) {
+		store, err := storage.Open(dbPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,7 +495,7 @@ func TestAuditAnchoredAndTransactional(t *testing.T) {
 			t.Fatalf("tenant %d: %d", i, r.StatusCode)
 		}
 	}
-	var v controlplane.AuditVerification
+	var v storage.AuditVerification
 	_ = json.NewDecoder(call("GET", "/admin/audit/verify", "").Body).Decode(&v)
 	if !v.OK || v.Anchor == nil || v.Anchor.Seq != 5 {
 		t.Fatalf("anchored verify: %+v", v)
@@ -579,7 +581,7 @@ func TestSigningKeysSealedAtRest(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "cp.db")
 	// An earlier version's database: a signing key in plaintext.
 	_, old, _ := ed25519.GenerateKey(rand.Reader)
-	store, err := controlplane.Open(db)
+	store, err := storage.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,7 +632,7 @@ func TestSigningKeysSealedAtRest(t *testing.T) {
 		t.Errorf("%d signing keys, want the earlier one and the rotated one", n)
 	}
 	// Another key-encryption key opens nothing: the rotation fails, and says nothing of the key.
-	store, _ = controlplane.Open(db)
+	store, _ = storage.Open(db)
 	defer store.Close()
 	wrong, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
 	if err := (&controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: wrong}).Init(context.Background()); err == nil || !strings.Contains(err.Error(), "does not open") {
@@ -661,7 +663,7 @@ func TestOpenMigratesPrincipalExpiry(t *testing.T) {
 		}
 	}
 	old.Close()
-	store, err := controlplane.Open(path)
+	store, err := storage.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
 // apiError is a refusal with its status code and the message the caller sees.
@@ -59,7 +60,7 @@ func (s *Server) endpoint(action string, h func(w http.ResponseWriter, r *http.R
 			if action == "" || entry.actor == "" || r.Method == http.MethodGet {
 				return nil
 			}
-			_, err := s.Store.Audit(ctx, entry.record(action, Allowed, entry.reason))
+			_, err := s.Store.Audit(ctx, entry.record(action, storage.Allowed, entry.reason))
 			return err
 		})
 		if err == nil {
@@ -83,7 +84,7 @@ func (s *Server) answer(r *http.Request, id string, err error) (int, string) {
 	switch {
 	case errors.As(err, &ae):
 		code, msg = ae.code, ae.msg
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, storage.ErrConflict):
 		code, msg = http.StatusConflict, "already exists"
 	case errors.As(err, &tooLarge):
 		code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", tooLarge.Limit)

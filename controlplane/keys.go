@@ -11,6 +11,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
 // The Control Plane's signing keys live in its store, sealed with the key-encryption key
@@ -22,7 +23,7 @@ import (
 // keys lists the store's signing keys, their private keys opened, seeding the store with
 // Server.Key when it has none. A key stored in plaintext by an earlier version is sealed on
 // first use (KeyEncryption is required: a signing key is never stored in the clear).
-func (s *Server) keys(ctx context.Context) ([]StoredKey, error) {
+func (s *Server) keys(ctx context.Context) ([]storage.StoredKey, error) {
 	if s.KeyEncryption == nil {
 		return nil, errors.New("no key-encryption key is configured: the Control Plane stores no signing key in plaintext (controlplane serve --key-encryption-key-file)")
 	}
@@ -34,7 +35,7 @@ func (s *Server) keys(ctx context.Context) ([]StoredKey, error) {
 		if s.Key == nil {
 			return nil, errors.New("no signing key")
 		}
-		seed := StoredKey{KeyID: signature.KeyID(s.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.Key)), State: KeyActive}
+		seed := storage.StoredKey{KeyID: signature.KeyID(s.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.Key)), State: storage.KeyActive}
 		sealed, err := s.KeyEncryption.Seal([]byte(seed.PrivatePEM), []byte(seed.KeyID))
 		if err != nil {
 			return nil, err
@@ -42,7 +43,7 @@ func (s *Server) keys(ctx context.Context) ([]StoredKey, error) {
 		if err := s.Store.AddActiveKey(ctx, seed.KeyID, sealed); err != nil {
 			return nil, err
 		}
-		return []StoredKey{seed}, nil
+		return []storage.StoredKey{seed}, nil
 	}
 	for i, k := range keys {
 		if strings.HasPrefix(k.PrivatePEM, "-----BEGIN") { // stored in plaintext by an earlier version
@@ -71,7 +72,7 @@ func (s *Server) activeKey(ctx context.Context) (ed25519.PrivateKey, error) {
 		return nil, err
 	}
 	for _, k := range keys {
-		if k.State == KeyActive {
+		if k.State == storage.KeyActive {
 			return signature.ParsePrivateKey([]byte(k.PrivatePEM))
 		}
 	}
@@ -86,7 +87,7 @@ func (s *Server) advertisedKeys(ctx context.Context) ([]protocol.SigningKey, err
 	}
 	out := make([]protocol.SigningKey, 0, len(keys))
 	for _, k := range keys {
-		if k.State == KeyRetired {
+		if k.State == storage.KeyRetired {
 			continue
 		}
 		priv, err := signature.ParsePrivateKey([]byte(k.PrivatePEM))
@@ -126,7 +127,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 // their next heartbeat, and objects signed only by it stop verifying.
 func (s *Server) retireKey(w http.ResponseWriter, r *http.Request) error {
 	switch err := s.Store.RetireKey(r.Context(), r.PathValue("key")); {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound):
 		return fail(http.StatusConflict, "no previous signing key %s (the active key cannot be retired: rotate first)", r.PathValue("key"))
 	case err != nil:
 		return err

@@ -14,19 +14,20 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
 // environment authenticates a Manager by its connect token (compared by hash; never logged).
-func (s *Server) environment(r *http.Request) (Environment, error) {
+func (s *Server) environment(r *http.Request) (storage.Environment, error) {
 	tok := bearer(r)
 	if _, err := connecttoken.Parse(tok); err != nil {
-		return Environment{}, fail(http.StatusUnauthorized, "missing or malformed connect token (Authorization: Bearer TOKEN)")
+		return storage.Environment{}, fail(http.StatusUnauthorized, "missing or malformed connect token (Authorization: Bearer TOKEN)")
 	}
 	env, rotatedAt, err := s.Store.Authenticate(r.Context(), connecttoken.Hash(tok), s.now())
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound):
 		return env, fail(http.StatusUnauthorized, "unknown connect token")
-	case errors.Is(err, ErrTokenRotated):
+	case errors.Is(err, storage.ErrTokenRotated):
 		return env, fail(http.StatusUnauthorized, "this connect token was rotated at %s and its grace period is over; install the new token: nexoctl install --token-file NEW", rotatedAt.UTC().Format(time.RFC3339))
 	case err != nil:
 		return env, err
@@ -36,7 +37,7 @@ func (s *Server) environment(r *http.Request) (Environment, error) {
 
 // managerEntry makes env's Manager the actor of the request's audit records, in the history of
 // env's tenant (so a tenant sees the deliveries and acknowledgements of its commands).
-func (s *Server) managerEntry(r *http.Request, env Environment) (*auditEntry, error) {
+func (s *Server) managerEntry(r *http.Request, env storage.Environment) (*auditEntry, error) {
 	tenant, err := s.Store.EnvironmentTenant(r.Context(), env.ID)
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	hb.Deployments, hb.Changed, hb.Removed = nil, nil, nil
 	body, _ := json.Marshal(hb)
-	if err := s.Store.RecordHeartbeat(r.Context(), env.ID, string(body)); err != nil {
+	if err := s.Store.RecordHeartbeat(r.Context(), env.ID, string(body), hb.Capabilities); err != nil {
 		return err
 	}
 	records, err := s.Store.Deliver(r.Context(), env.ID)
@@ -109,7 +110,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		resp.Commands = append(resp.Commands, c)
 		entry.commandID = rec.ID
 		// The delivery and its record commit together, in the request's transaction.
-		if _, err := s.Store.Audit(r.Context(), entry.record("command.deliver", Allowed, fmt.Sprintf("delivery %d", rec.Deliveries+1))); err != nil {
+		if _, err := s.Store.Audit(r.Context(), entry.record("command.deliver", storage.Allowed, fmt.Sprintf("delivery %d", rec.Deliveries+1))); err != nil {
 			return err
 		}
 	}
@@ -146,8 +147,8 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "ack needs status %q or %q", protocol.Applied, protocol.Failed)
 	}
 	id := r.PathValue("id")
-	switch err := s.Store.Ack(r.Context(), env.ID, id, a.Status, a.Message, deployedObjects); {
-	case errors.Is(err, ErrNotFound):
+	switch err := s.Store.Ack(r.Context(), env.ID, id, storage.CommandState(a.Status), a.Message, deployedObjects); {
+	case errors.Is(err, storage.ErrNotFound):
 		return fail(http.StatusNotFound, "no command %s for this environment", id)
 	case err != nil:
 		return err

@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
 // Server serves the Manager protocol (/v1, managerapi.go) and the admin API (/admin,
 // adminapi.go); commands.go signs and prepares what the admin API queues.
 type Server struct {
-	Store *Store
+	Store *storage.Store
 	// Key signs deploy manifests (docs/security.md, "Managed-resource signatures"); its public
 	// key goes into the operator's trusted-keys Secret.
 	Key ed25519.PrivateKey

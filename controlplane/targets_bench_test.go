@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
@@ -33,7 +35,7 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 		must(store.AssignEnvironment(ctx, id, "acme"))
 		env := map[bool]string{true: "production", false: "staging"}[i%2 == 0]
 		must(store.SetEnvironmentLabels(ctx, id, map[string]string{"env": env, "team": "payments"}))
-		must(store.RecordHeartbeat(ctx, id, string(hb)))
+		must(store.RecordHeartbeat(ctx, id, string(hb), nil))
 		for j := range 20 {
 			tier := map[bool]string{true: "web", false: "data"}[j%2 == 0]
 			must(store.SetNamespaceTarget(ctx, id, fmt.Sprintf("ns-%02d", j), map[string]string{"tier": tier}))
@@ -74,7 +76,7 @@ func BenchmarkStageDeploy(b *testing.B) {
 		must(store.CreateEnvironment(ctx, id, id, "hash-"+id))
 		must(store.AssignEnvironment(ctx, id, "acme"))
 		must(store.SetEnvironmentLabels(ctx, id, map[string]string{"env": "production"}))
-		must(store.RecordHeartbeat(ctx, id, string(hb)))
+		must(store.RecordHeartbeat(ctx, id, string(hb), nil))
 		must(store.SetNamespaceTarget(ctx, id, "web", map[string]string{"tier": "web"}))
 		var proxies []protocol.Deployment
 		for j := range 20 {
@@ -104,9 +106,9 @@ func BenchmarkStageDeploy(b *testing.B) {
 
 // benchTenant is a store with tenant acme, project shop and its stage prod (env=production,
 // tier=web), and a must that fails the benchmark on an error.
-func benchTenant(b *testing.B) (*controlplane.Store, func(error)) {
+func benchTenant(b *testing.B) (*storage.Store, func(error)) {
 	ctx := context.Background()
-	store, err := controlplane.Open(filepath.Join(b.TempDir(), "cp.db"))
+	store, err := storage.Open(filepath.Join(b.TempDir(), "cp.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func benchTenant(b *testing.B) (*controlplane.Store, func(error)) {
 	}
 	must(store.CreateTenant(ctx, "acme", "acme"))
 	must(store.CreateProject(ctx, "acme", "shop"))
-	must(store.SetStage(ctx, "acme", controlplane.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
+	must(store.SetStage(ctx, "acme", storage.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
 		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
 	return store, must
 }

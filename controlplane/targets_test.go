@@ -37,20 +37,20 @@ func TestCommandTargetsFollowTheCluster(t *testing.T) {
 		protocol.Command{Type: protocol.Deploy, Namespaces: []string{"shop"}, Manifests: []json.RawMessage{proxy("a"), proxy("b"), proxy("c")}}, &created); code != 201 {
 		t.Fatalf("deploy: %d", code)
 	}
-	states := func() map[string]controlplane.TargetStatus {
+	states := func() map[string]controlplane.CommandProxy {
 		var v controlplane.EnvironmentView
 		c.do("GET", "/admin/environments/"+env.ID, admin, nil, &v)
-		out := map[string]controlplane.TargetStatus{}
+		out := map[string]controlplane.CommandProxy{}
 		for _, cmd := range v.Commands {
 			if cmd.ID == created["id"] {
-				for _, tg := range cmd.Targets {
+				for _, tg := range cmd.Proxies {
 					out[tg.Name] = tg
 				}
 			}
 		}
 		return out
 	}
-	if s := states(); len(s) != 3 || s["a"].State != controlplane.TargetProgressing || s["a"].Reason != "CommandPending" {
+	if s := states(); len(s) != 3 || s["a"].State != controlplane.ProxyProgressing || s["a"].Reason != "CommandPending" {
 		t.Fatalf("before delivery: %+v", s)
 	}
 	// Delivered, acknowledged, and the cluster reports: a Ready, b rolling out, c Degraded.
@@ -69,9 +69,9 @@ func TestCommandTargetsFollowTheCluster(t *testing.T) {
 	}
 	s := states()
 	for name, want := range map[string][2]string{
-		"a": {controlplane.TargetSynced, "Ready"},
-		"b": {controlplane.TargetProgressing, "RollingOut"},
-		"c": {controlplane.TargetDegraded, "UnsupportedReference"},
+		"a": {controlplane.ProxySynced, "Ready"},
+		"b": {controlplane.ProxyProgressing, "RollingOut"},
+		"c": {controlplane.ProxyDegraded, "UnsupportedReference"},
 	} {
 		if s[name].State != want[0] || s[name].Reason != want[1] {
 			t.Errorf("%s: %+v, want %s/%s", name, s[name], want[0], want[1])

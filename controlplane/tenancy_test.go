@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
@@ -40,7 +42,7 @@ func newTenancy(t *testing.T) *tenancy {
 	must(c.do("POST", "/admin/tenants", admin, map[string]string{"name": "acme"}, nil), 201, "tenant acme")
 	must(c.do("POST", "/admin/tenants", admin, map[string]string{"name": "globex"}, nil), 201, "tenant globex")
 	must(c.do("POST", acme+"/projects", admin, map[string]string{"name": "shop"}, nil), 201, "project shop")
-	for name, b := range map[string]controlplane.Binding{"alice": {Role: targeting.TenantAdmin}, "bob": {Role: targeting.ProjectManager, Project: "shop"},
+	for name, b := range map[string]storage.Binding{"alice": {Role: targeting.TenantAdmin}, "bob": {Role: targeting.ProjectManager, Project: "shop"},
 		"carol": {Role: targeting.Editor, Project: "shop"}, "dave": {Role: targeting.Viewer, Project: "shop"}} {
 		var p controlplane.NewPrincipal
 		must(c.do("POST", acme+"/principals", admin, map[string]string{"name": name}, &p), 201, "principal "+name)
@@ -245,7 +247,7 @@ func TestStageTargetsAndDeploy(t *testing.T) {
 	for _, r := range page.Records {
 		got = append(got, r.Decision+" "+r.Role+" "+r.Target)
 	}
-	if len(got) != 5 || got[4] != "allowed editor "+tn.env.ID+"/web" || page.Records[4].CommandID == "" || page.Records[1].Decision != controlplane.Refused {
+	if len(got) != 5 || got[4] != "allowed editor "+tn.env.ID+"/web" || page.Records[4].CommandID == "" || page.Records[1].Decision != storage.Refused {
 		t.Errorf("deploy audit: %v", got)
 	}
 }

@@ -22,13 +22,14 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
 // caller is who sent a request.
 type caller struct {
 	admin     bool
-	principal Principal
+	principal storage.Principal
 }
 
 func (c caller) actor() string {
@@ -54,7 +55,7 @@ func (s *Server) authenticate(r *http.Request) (caller, error) {
 	}
 	p, err := s.Store.PrincipalByToken(r.Context(), tok)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound):
 		return caller{}, fail(http.StatusUnauthorized, "a valid admin or principal token is required (Authorization: Bearer TOKEN)")
 	case err != nil:
 		return caller{}, err
@@ -106,7 +107,7 @@ func (c caller) may(action targeting.Action, tenant, project string) (string, bo
 
 // tenantAdmin reports whether c is the platform admin or a tenant admin of tenant.
 func (c caller) tenantAdmin(tenant string) bool {
-	return c.admin || (c.principal.Tenant == tenant && slices.Contains(c.principal.Bindings, Binding{Role: targeting.TenantAdmin}))
+	return c.admin || (c.principal.Tenant == tenant && slices.Contains(c.principal.Bindings, storage.Binding{Role: targeting.TenantAdmin}))
 }
 
 // roles is a principal's bindings, for the audit of a refusal.
@@ -155,7 +156,7 @@ func (s *Server) tenantRoute(action targeting.Action, h func(http.ResponseWriter
 		}
 		e := auditOf(r)
 		e.role = role
-		if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, ErrNotFound) {
+		if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, storage.ErrNotFound) {
 			return fail(http.StatusNotFound, "no tenant %s", tenant)
 		} else if err != nil {
 			return err
@@ -202,15 +203,9 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	auditOf(r).tenant, auditOf(r).target = name, "tenant "+name
-	writeJSON(w, http.StatusCreated, Tenant{ID: name, Name: name})
+	writeJSON(w, http.StatusCreated, storage.Tenant{ID: name, Name: name})
 	return nil
 }
-
-// Principal token lifetimes: a token expires, and a tenant admin rotates it.
-const (
-	DefaultPrincipalTokenLifetime = 90 * 24 * time.Hour
-	MaxPrincipalTokenLifetime     = 366 * 24 * time.Hour
-)
 
 // TokenLifetime is the body of a principal's creation or token rotation: how long the token
 // lasts (DefaultPrincipalTokenLifetime when 0, at most MaxPrincipalTokenLifetime).
@@ -222,9 +217,9 @@ func (t TokenLifetime) expiry(now time.Time) (time.Time, error) {
 	d := time.Duration(t.ExpiresInSeconds) * time.Second
 	switch {
 	case t.ExpiresInSeconds == 0:
-		d = DefaultPrincipalTokenLifetime
-	case t.ExpiresInSeconds < 0 || d > MaxPrincipalTokenLifetime:
-		return time.Time{}, fail(http.StatusBadRequest, "expiresInSeconds must be between 1 and %d (366 days)", int64(MaxPrincipalTokenLifetime.Seconds()))
+		d = storage.DefaultPrincipalTokenLifetime
+	case t.ExpiresInSeconds < 0 || d > storage.MaxPrincipalTokenLifetime:
+		return time.Time{}, fail(http.StatusBadRequest, "expiresInSeconds must be between 1 and %d (366 days)", int64(storage.MaxPrincipalTokenLifetime.Seconds()))
 	}
 	return now.Add(d), nil
 }
@@ -232,7 +227,7 @@ func (t TokenLifetime) expiry(now time.Time) (time.Time, error) {
 // NewPrincipal is the answer to a principal's creation or token rotation: its token is shown
 // this once.
 type NewPrincipal struct {
-	Principal
+	storage.Principal
 	Token string `json:"token"`
 }
 
@@ -264,7 +259,7 @@ func (s *Server) createPrincipal(w http.ResponseWriter, r *http.Request, _ calle
 		return err
 	}
 	tenant := r.PathValue("tenant")
-	p := Principal{ID: "p-" + randomID(8), Tenant: tenant, Name: req.Name, Created: s.now().UTC(), TokenExpiresAt: expires.UTC()}
+	p := storage.Principal{ID: "p-" + randomID(8), Tenant: tenant, Name: req.Name, Created: s.now().UTC(), TokenExpiresAt: expires.UTC()}
 	token := "nexo-principal-" + randomID(24)
 	if err := s.Store.CreatePrincipal(r.Context(), p.ID, tenant, p.Name, token, expires); err != nil {
 		return err
@@ -276,10 +271,10 @@ func (s *Server) createPrincipal(w http.ResponseWriter, r *http.Request, _ calle
 
 // pathPrincipal resolves the path's principal in its tenant (404 otherwise) and makes it the
 // audit target.
-func (s *Server) pathPrincipal(r *http.Request) (Principal, error) {
+func (s *Server) pathPrincipal(r *http.Request) (storage.Principal, error) {
 	tenant, name := r.PathValue("tenant"), r.PathValue("principal")
 	p, err := s.Store.PrincipalByName(r.Context(), tenant, name)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return p, fail(http.StatusNotFound, "no principal %s in tenant %s", name, tenant)
 	} else if err != nil {
 		return p, err
@@ -338,7 +333,7 @@ type bindingRequest struct {
 
 // checkBinding refuses a binding that cannot be meant: an unknown role, a tenant admin in a
 // project, a project role without one, a project that does not exist.
-func (s *Server) checkBinding(ctx context.Context, tenant string, b Binding) error {
+func (s *Server) checkBinding(ctx context.Context, tenant string, b storage.Binding) error {
 	if !slices.Contains(targeting.Roles, b.Role) {
 		return fail(http.StatusBadRequest, "unknown role %q: one of %v", truncate(string(b.Role), 40), targeting.Roles)
 	}
@@ -371,12 +366,12 @@ func (s *Server) bindRole(w http.ResponseWriter, r *http.Request, _ caller) erro
 	if err := validName("principal", req.Principal); err != nil {
 		return err
 	}
-	b := Binding{Role: req.Role, Project: req.Project}
+	b := storage.Binding{Role: req.Role, Project: req.Project}
 	if err := s.checkBinding(r.Context(), tenant, b); err != nil {
 		return err
 	}
 	p, err := s.Store.PrincipalByName(r.Context(), tenant, req.Principal)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return fail(http.StatusNotFound, "no principal %s in tenant %s", req.Principal, tenant)
 	} else if err != nil {
 		return err
@@ -396,11 +391,11 @@ func (s *Server) unbindRole(w http.ResponseWriter, r *http.Request, _ caller) er
 	if err != nil {
 		return err
 	}
-	b := Binding{Role: targeting.Role(r.PathValue("role")), Project: r.URL.Query().Get("project")}
+	b := storage.Binding{Role: targeting.Role(r.PathValue("role")), Project: r.URL.Query().Get("project")}
 	if err := s.checkBinding(r.Context(), r.PathValue("tenant"), b); err != nil {
 		return err
 	}
-	if err := s.Store.Unbind(r.Context(), p.ID, b); errors.Is(err, ErrNotFound) {
+	if err := s.Store.Unbind(r.Context(), p.ID, b); errors.Is(err, storage.ErrNotFound) {
 		return fail(http.StatusNotFound, "principal %s does not hold %s in %s", p.Name, b.Role, orAll(b.Project))
 	} else if err != nil {
 		return err
@@ -469,7 +464,7 @@ func (s *Server) setStage(w http.ResponseWriter, r *http.Request, c caller) erro
 	if req.SharedTargets && !c.tenantAdmin(tenant) {
 		return fail(http.StatusForbidden, "only a tenant admin may let a stage share namespace targets with other projects (sharedTargets)")
 	}
-	st := StoredStage{Stage: targeting.Stage{Project: project, Name: name, Environments: req.Environments, NamespaceTargets: req.Namespaces}, Shared: req.SharedTargets}
+	st := storage.StoredStage{Stage: targeting.Stage{Project: project, Name: name, Environments: req.Environments, NamespaceTargets: req.Namespaces}, Shared: req.SharedTargets}
 	if !st.Shared {
 		if err := s.exclusiveTargets(r.Context(), tenant, st); err != nil {
 			return err
@@ -485,7 +480,7 @@ func (s *Server) setStage(w http.ResponseWriter, r *http.Request, c caller) erro
 
 // exclusiveTargets refuses (409) a stage that would reach a namespace target another project's
 // stage reaches.
-func (s *Server) exclusiveTargets(ctx context.Context, tenant string, st StoredStage) error {
+func (s *Server) exclusiveTargets(ctx context.Context, tenant string, st storage.StoredStage) error {
 	envs, err := s.Store.TenantEnvironments(ctx, tenant)
 	if err != nil {
 		return err
@@ -619,13 +614,16 @@ func (s *Server) setNamespaceTarget(w http.ResponseWriter, r *http.Request, _ ca
 // stagePlan is a stage and what its checks read: its targets, and the tenant's environments
 // they were decided from (labels, namespace targets, the limits their clusters last reported).
 type stagePlan struct {
-	stage   StoredStage
+	tenant  string
+	stage   storage.StoredStage
 	targets []targeting.Target
 	envs    []targeting.Environment
 }
 
 // origin is where a command through the stage comes from.
-func (p stagePlan) origin() Origin { return Origin{Project: p.stage.Project, Stage: p.stage.Name} }
+func (p stagePlan) origin() storage.Origin {
+	return storage.Origin{Project: p.stage.Project, Stage: p.stage.Name}
+}
 
 // deployable lists env's namespaces the stage may deploy to now.
 func (p stagePlan) deployable(env string) []string {
@@ -650,7 +648,7 @@ func (p stagePlan) limits(env string) *protocol.Limits {
 func (s *Server) stageTargets(r *http.Request) (stagePlan, error) {
 	tenant, project, name := r.PathValue("tenant"), r.PathValue("project"), r.PathValue("stage")
 	st, err := s.Store.Stage(r.Context(), tenant, project, name)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, storage.ErrNotFound) {
 		return stagePlan{}, fail(http.StatusNotFound, "no stage %s in project %s/%s", name, tenant, project)
 	} else if err != nil {
 		return stagePlan{}, err
@@ -660,7 +658,7 @@ func (s *Server) stageTargets(r *http.Request) (stagePlan, error) {
 	if err != nil {
 		return stagePlan{}, err
 	}
-	return stagePlan{stage: st, targets: targeting.Targets(tenant, st.Stage, envs), envs: envs}, nil
+	return stagePlan{tenant: tenant, stage: st, targets: targeting.Targets(tenant, st.Stage, envs), envs: envs}, nil
 }
 
 // targets is GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/targets.
@@ -684,10 +682,10 @@ type StageDeploy struct {
 // (namespace "" for a rollout, which is per environment): 404 or 409 with the reasons when not.
 // It returns the environment and the stage's plan. The decision is targeting.Targets', so the
 // targets query and a deploy never disagree.
-func (s *Server) stageRow(r *http.Request, env, namespace string) (Environment, stagePlan, error) {
+func (s *Server) stageRow(r *http.Request, env, namespace string) (storage.Environment, stagePlan, error) {
 	p, err := s.stageTargets(r)
 	if err != nil {
-		return Environment{}, p, err
+		return storage.Environment{}, p, err
 	}
 	var rows []targeting.Target
 	for _, t := range p.targets {
@@ -696,30 +694,30 @@ func (s *Server) stageRow(r *http.Request, env, namespace string) (Environment, 
 		}
 	}
 	if len(rows) == 0 {
-		return Environment{}, p, fail(http.StatusNotFound, "no environment %s in tenant %s", truncate(env, 40), r.PathValue("tenant"))
+		return storage.Environment{}, p, fail(http.StatusNotFound, "no environment %s in tenant %s", truncate(env, 40), r.PathValue("tenant"))
 	}
 	auditOf(r).target = strings.TrimSuffix(env+"/"+namespace, "/")
 	stage := r.PathValue("stage")
 	if namespace == "" {
 		// A rollout goes to an environment the stage selects (any of its targets eligible).
 		if !slices.ContainsFunc(rows, func(t targeting.Target) bool { return t.Eligible }) {
-			return Environment{}, p, fail(http.StatusConflict, "environment %s is not eligible for stage %s: %s", env, stage, strings.Join(rows[0].Reasons, "; "))
+			return storage.Environment{}, p, fail(http.StatusConflict, "environment %s is not eligible for stage %s: %s", env, stage, strings.Join(rows[0].Reasons, "; "))
 		}
 	} else {
 		i := slices.IndexFunc(rows, func(t targeting.Target) bool { return t.Namespace == namespace })
 		switch {
 		case i < 0:
 			auditOf(r).target = env
-			return Environment{}, p, fail(http.StatusConflict, "environment %s has no namespace target %s: a tenant admin adds it (namespace-targets)", env, namespace)
+			return storage.Environment{}, p, fail(http.StatusConflict, "environment %s has no namespace target %s: a tenant admin adds it (namespace-targets)", env, namespace)
 		case !rows[i].Deployable:
-			return Environment{}, p, fail(http.StatusConflict, "%s/%s is not deployable for stage %s: %s", env, namespace, stage, strings.Join(rows[i].Reasons, "; "))
+			return storage.Environment{}, p, fail(http.StatusConflict, "%s/%s is not deployable for stage %s: %s", env, namespace, stage, strings.Join(rows[i].Reasons, "; "))
 		}
 	}
 	e, err := s.Store.Environment(r.Context(), env)
 	return e, p, err
 }
 
-// ownedByProject refuses (409) objects of a deploy through a stage that the deployed set holds
+// ownedByProject refuses (409) objects of a command through a stage that the deployed set holds
 // for another project, or for the admin token's commands: a project replaces only its own.
 func (s *Server) ownedByProject(ctx context.Context, envID string, p stagePlan, objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
@@ -735,7 +733,7 @@ func (s *Server) ownedByProject(ctx context.Context, envID string, p stagePlan, 
 	return nil
 }
 
-func ownerName(o Origin) string {
+func ownerName(o storage.Origin) string {
 	if o.Project == "" {
 		return "the platform admin (deployed outside any project)"
 	}
@@ -762,17 +760,7 @@ func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ ca
 		return err
 	}
 	c := protocol.Command{Type: protocol.Deploy, Namespaces: []string{req.Namespace}, Manifests: req.Manifests}
-	objs, err := s.prepare(r.Context(), env.ID, &c, nil)
-	if err != nil {
-		return err
-	}
-	if err := s.ownedByProject(r.Context(), env.ID, plan, objs); err != nil {
-		return err
-	}
-	if err := s.entitled(r.Context(), r.PathValue("tenant"), env.ID, objs); err != nil {
-		return err
-	}
-	return s.queue(w, r, env, c, objs, plan.origin())
+	return s.submit(w, r, commandRequest{env: env, cmd: c, stage: &plan})
 }
 
 // StageRollout is a rollout through a project stage.
@@ -805,14 +793,7 @@ func (s *Server) rolloutThroughStage(w http.ResponseWriter, r *http.Request, _ c
 		return fail(http.StatusConflict, "eligible, refused by the cluster: %s is not among the image repositories environment %s allows (%s)", repo, env.ID, strings.Join(limits.ImageRepositories, ", "))
 	}
 	c := protocol.Command{Type: protocol.Rollout, Image: req.Image}
-	objs, err := s.prepare(r.Context(), env.ID, &c, &rolloutScope{project: plan.stage.Project, namespaces: plan.deployable(env.ID)})
-	if err != nil {
-		return err
-	}
-	if len(objs) == 0 {
-		return fail(http.StatusConflict, "project %s has no NexoProxy deployed in environment %s inside stage %s's deployable namespace targets: nothing to roll out", plan.stage.Project, env.ID, plan.stage.Name)
-	}
-	return s.queue(w, r, env, c, objs, plan.origin())
+	return s.submit(w, r, commandRequest{env: env, cmd: c, stage: &plan})
 }
 
 // StageUninstall is an uninstall through a project stage.
@@ -839,31 +820,19 @@ func (s *Server) uninstallThroughStage(w http.ResponseWriter, r *http.Request, _
 	if err != nil {
 		return err
 	}
-	o, deployed, err := s.Store.DesiredOrigin(r.Context(), env.ID, "NexoProxy", req.Namespace, req.Name)
-	switch {
-	case err != nil:
-		return err
-	case !deployed:
-		return fail(http.StatusNotFound, "NexoProxy %s/%s is not deployed in environment %s", req.Namespace, req.Name, env.ID)
-	case o.Project != plan.stage.Project:
-		return fail(http.StatusConflict, "NexoProxy %s/%s in environment %s belongs to %s: project %s may not uninstall it", req.Namespace, req.Name, env.ID, ownerName(o), plan.stage.Project)
-	}
 	c := protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: req.Namespace, Name: req.Name}}
-	if _, err := s.prepare(r.Context(), env.ID, &c, nil); err != nil {
-		return err
-	}
-	return s.queue(w, r, env, c, nil, plan.origin())
+	return s.submit(w, r, commandRequest{env: env, cmd: c, stage: &plan})
 }
 
 // registerEnvironment creates an environment and its connect token.
-func (s *Server) registerEnvironment(ctx context.Context, name string) (Environment, string, error) {
+func (s *Server) registerEnvironment(ctx context.Context, name string) (storage.Environment, string, error) {
 	id := randomID(6) // 12 lowercase hex digits
 	token, err := connecttoken.New(id)
 	if err != nil {
-		return Environment{}, "", fmt.Errorf("cannot issue a token: %w", err)
+		return storage.Environment{}, "", fmt.Errorf("cannot issue a token: %w", err)
 	}
 	if err := s.Store.CreateEnvironment(ctx, id, name, connecttoken.Hash(token)); err != nil {
-		return Environment{}, "", err
+		return storage.Environment{}, "", err
 	}
 	env, err := s.Store.Environment(ctx, id)
 	s.log().Info("environment registered", "environment", id)

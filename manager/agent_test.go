@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -143,7 +145,7 @@ func run(m *testing.M) int {
 	_ = os.WriteFile(keyFile, signature.MarshalPublicKey(vendorPub), 0o600)
 
 	dbPath := filepath.Join(cluster.Dir, "cp.db")
-	store, err := controlplane.Open(dbPath)
+	store, err := storage.Open(dbPath)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -154,7 +156,7 @@ func run(m *testing.M) int {
 	cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
 	cp.restart = func() {
 		_ = store.Close()
-		if store, err = controlplane.Open(dbPath); err != nil {
+		if store, err = storage.Open(dbPath); err != nil {
 			panic(err)
 		}
 		cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
@@ -239,7 +241,7 @@ func enqueue(t *testing.T, c protocol.Command) string {
 	return res["id"]
 }
 
-func commandStatus(t *testing.T, id string) controlplane.CommandRecord {
+func commandStatus(t *testing.T, id string) controlplane.CommandView {
 	t.Helper()
 	var v controlplane.EnvironmentView
 	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
@@ -249,7 +251,7 @@ func commandStatus(t *testing.T, id string) controlplane.CommandRecord {
 		}
 	}
 	t.Fatalf("no command %s", id)
-	return controlplane.CommandRecord{}
+	return controlplane.CommandView{}
 }
 
 func round(t *testing.T, a *manager.Agent) {

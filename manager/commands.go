@@ -26,24 +26,47 @@ func failed(format string, args ...any) protocol.Ack {
 	return protocol.Ack{Status: protocol.Failed, Message: fmt.Sprintf(format, args...)}
 }
 
-func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
-	switch cmd.Type {
-	case protocol.Deploy:
-		return a.deploy(ctx, cmd)
-	case protocol.Rollout:
-		return a.rollout(ctx, cmd)
-	case protocol.Upgrade:
-		if cmd.TargetVersion == catalog.BuildVersion {
-			return protocol.Ack{Status: protocol.Applied, Message: "the installed bundle already is " + catalog.BuildVersion}
+// handler executes one command type and says what it did (or why not) in its acknowledgement.
+type handler func(a *Agent, ctx context.Context, cmd protocol.Command) protocol.Ack
+
+// handlers are the Manager's side of the command table (protocol.Commands): one per row. The
+// Manager advertises a row's capability only when it has its handler (commandCapabilities).
+var handlers = map[string]handler{
+	protocol.Deploy:    (*Agent).deploy,
+	protocol.Rollout:   (*Agent).rollout,
+	protocol.Upgrade:   (*Agent).upgrade,
+	protocol.Uninstall: (*Agent).uninstall,
+}
+
+// commandCapabilities are the capabilities of the command types this Manager executes.
+func commandCapabilities() []string {
+	var out []string
+	for _, c := range protocol.Commands {
+		if _, ok := handlers[c.Name]; ok {
+			out = append(out, c.Capability)
 		}
-		return failed("the Manager does not upgrade the bundle itself (installed %s, requested %s): upgrade with `nexoctl install`, `helm upgrade` or the OLM subscription, then the Manager reports the new version",
-			catalog.BuildVersion, cmd.TargetVersion)
-	case protocol.Uninstall:
-		return a.uninstall(ctx, cmd)
-	case protocol.WorkloadConfig:
+	}
+	return out
+}
+
+func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	if cmd.Type == protocol.WorkloadConfig {
 		return failed(legacyWorkloadConfig)
 	}
-	return failed("unknown command type %q: this Manager (%s) handles deploy, rollout, upgrade and uninstall", cmd.Type, catalog.BuildVersion)
+	if h, ok := handlers[cmd.Type]; ok {
+		return h(a, ctx, cmd)
+	}
+	return failed("unknown command type %q: this Manager (%s) handles %s", cmd.Type, catalog.BuildVersion, strings.Join(protocol.CommandNames(), ", "))
+}
+
+// upgrade answers whether the installed bundle is the target version: the Manager does not
+// upgrade the bundle itself.
+func (a *Agent) upgrade(_ context.Context, cmd protocol.Command) protocol.Ack {
+	if cmd.TargetVersion == catalog.BuildVersion {
+		return protocol.Ack{Status: protocol.Applied, Message: "the installed bundle already is " + catalog.BuildVersion}
+	}
+	return failed("the Manager does not upgrade the bundle itself (installed %s, requested %s): upgrade with `nexoctl install`, `helm upgrade` or the OLM subscription, then the Manager reports the new version",
+		catalog.BuildVersion, cmd.TargetVersion)
 }
 
 // deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature for

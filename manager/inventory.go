@@ -29,9 +29,9 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 		ManagerVersion:  a.cfg.Version,
 		ClusterID:       string(ks.UID),
 		ProxyImage:      a.cfg.ProxyImage,
-		Capabilities: []string{protocol.CapHeartbeat, protocol.CapDeploy, protocol.CapRollout, protocol.CapUpgrade,
-			protocol.CapUninstall, protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint,
-			protocol.CapPipelineKinds, protocol.CapPromotionContract},
+		Capabilities: append(append([]string{protocol.CapHeartbeat}, commandCapabilities()...),
+			protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint,
+			protocol.CapPipelineKinds, protocol.CapPromotionContract),
 		Deployments: []protocol.Deployment{},
 	}
 	// The cluster's own limits, as its admin set them (empty lists, never nil: "reported, allows

@@ -133,18 +133,6 @@ type SigningKey struct {
 	State string `json:"state"`
 }
 
-// Command types.
-const (
-	Deploy    = "deploy"
-	Rollout   = "rollout"
-	Upgrade   = "upgrade"
-	Uninstall = "uninstall"
-	// WorkloadConfig is the legacy workload configuration of earlier Managers:
-	// raw workload settings instead of Nexo objects. This Manager refuses it with a reason that
-	// says what to send instead; it is never applied.
-	WorkloadConfig = "workload-config"
-)
-
 // Command is one instruction. A command id is applied at most once.
 type Command struct {
 	ID   string `json:"id"`

@@ -20,6 +20,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/nexo-io/nexo-edge/contract/buildinfo"
 
 	"github.com/spf13/cobra"
@@ -84,7 +86,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read the admin token: %w", err)
 			}
-			store, err := controlplane.Open(db)
+			store, err := storage.Open(db)
 			if err != nil {
 				return err
 			}
@@ -399,7 +401,7 @@ func signingKeyCmd(out io.Writer, call caller) *cobra.Command {
 
 func auditCmd(out io.Writer, call caller) *cobra.Command {
 	cmd := &cobra.Command{Use: "audit", Short: "Read and verify the audit history (append-only, hash-chained)"}
-	var f controlplane.AuditFilter
+	var f storage.AuditFilter
 	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list [--actor A] [--action A] [--target T] [--decision allowed|refused] [--command ID] [--after SEQ] [--limit N]",
@@ -461,7 +463,7 @@ func auditCmd(out io.Writer, call caller) *cobra.Command {
 		Short: "Walk the hash chain; exit 1 naming the first broken record",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			var v controlplane.AuditVerification
+			var v storage.AuditVerification
 			if err := call("GET", "/admin/audit/verify", nil, &v); err != nil {
 				return err
 			}

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/spf13/cobra"
 
 	"github.com/nexo-io/nexo-edge/contract/manifest"
@@ -180,7 +182,7 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 		Use: "list --tenant T", Short: "A tenant's principals, their roles and when their tokens expire (for review)", Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			var resp struct {
-				Principals []controlplane.Principal `json:"principals"`
+				Principals []storage.Principal `json:"principals"`
 			}
 			if err := call("GET", base()+"/principals", nil, &resp); err != nil {
 				return err

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -80,7 +82,7 @@ type demo struct {
 	existing bool
 	cluster  *testcluster.Cluster
 	cpServer *http.Server
-	cpStore  *controlplane.Store
+	cpStore  *storage.Store
 	pods     []*testinstall.LocalPod
 	logs     map[string]string
 
@@ -239,7 +241,7 @@ func (d *demo) startControlPlane(context.Context) error {
 	for _, f := range []string{"controlplane.db", "controlplane.db-wal", "controlplane.db-shm", "controlplane.db.kek", "controlplane.db.audit-checkpoint"} {
 		_ = os.Remove(d.path(f))
 	}
-	if d.cpStore, err = controlplane.Open(d.path("controlplane.db")); err != nil {
+	if d.cpStore, err = storage.Open(d.path("controlplane.db")); err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
 	d.adminToken = randomHex(16) // independent of the signing key

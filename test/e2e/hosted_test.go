@@ -397,18 +397,18 @@ spec:
 		return c != nil && c.Reason == nexov1alpha1.ReasonUnsupportedReference
 	})
 	heartbeats := map[time.Time]bool{}
-	var shown controlplane.TargetStatus
+	var shown controlplane.CommandProxy
 	poll(t, "the Control Plane shows the target Degraded/UnsupportedReference", 30*time.Second, func() (bool, string) {
 		v := view()
 		if v.LastHeartbeat != nil {
 			heartbeats[*v.LastHeartbeat] = true
 		}
 		for _, c := range v.Commands {
-			if c.ID == queued[1] && len(c.Targets) == 1 {
-				shown = c.Targets[0]
+			if c.ID == queued[1] && len(c.Proxies) == 1 {
+				shown = c.Proxies[0]
 			}
 		}
-		return shown.State == controlplane.TargetDegraded && shown.Reason == nexov1alpha1.ReasonUnsupportedReference, fmt.Sprintf("%+v", shown)
+		return shown.State == controlplane.ProxyDegraded && shown.Reason == nexov1alpha1.ReasonUnsupportedReference, fmt.Sprintf("%+v", shown)
 	})
 	// The heartbeat seen when the cluster had blocked the proxy, and at most two more.
 	if n := len(heartbeats); n > 3 {

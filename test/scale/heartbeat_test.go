@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,7 +79,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	store, err := controlplane.Open(filepath.Join(cluster.Dir, "cp.db"))
+	store, err := storage.Open(filepath.Join(cluster.Dir, "cp.db"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -102,7 +102,7 @@ func TestDeployOutsideTheLimitRefusedThreeTimes(t *testing.T) {
 			t.Fatalf("heartbeat as the nexo-manager ServiceAccount: %v", err)
 		}
 	}
-	lastCommand := func() controlplane.CommandRecord {
+	lastCommand := func() controlplane.CommandView {
 		t.Helper()
 		var view controlplane.EnvironmentView
 		if err := api.Do("GET", "/admin/environments/"+env.ID, nil, &view); err != nil {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/storage"
+
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -299,7 +301,7 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 func startControlPlane(t *testing.T) (controlplane.AdminClient, ed25519.PublicKey) {
 	t.Helper()
 	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
-	store, err := controlplane.Open(filepath.Join(t.TempDir(), "cp.db"))
+	store, err := storage.Open(filepath.Join(t.TempDir(), "cp.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // tokens (stored hashed), role bindings, projects with stages, the labels and namespace targets
 // of a tenant's environments. The decisions are controlplane/targeting's.
 
-package controlplane
+package storage
 
 import (
 	"context"
@@ -18,26 +18,6 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
-
-const tenancySchema = `
-CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS principals (
-  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL REFERENCES tenants(id), name TEXT NOT NULL,
-  token_hash TEXT NOT NULL UNIQUE, created TEXT NOT NULL, UNIQUE (tenant_id, name));
-CREATE TABLE IF NOT EXISTS role_bindings (
-  principal_id TEXT NOT NULL REFERENCES principals(id), role TEXT NOT NULL, project TEXT NOT NULL DEFAULT '',
-  PRIMARY KEY (principal_id, role, project));
-CREATE TABLE IF NOT EXISTS projects (
-  tenant_id TEXT NOT NULL REFERENCES tenants(id), name TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (tenant_id, name));
-CREATE TABLE IF NOT EXISTS stages (
-  tenant_id TEXT NOT NULL, project TEXT NOT NULL, name TEXT NOT NULL, environments TEXT NOT NULL, namespaces TEXT NOT NULL,
-  PRIMARY KEY (tenant_id, project, name), FOREIGN KEY (tenant_id, project) REFERENCES projects(tenant_id, name));
--- The tenant of an environment and the labels its tenant admin set (never taken from heartbeats).
-CREATE TABLE IF NOT EXISTS environment_tenancy (
-  env_id TEXT PRIMARY KEY REFERENCES environments(id), tenant_id TEXT NOT NULL REFERENCES tenants(id), labels TEXT NOT NULL DEFAULT '{}');
-CREATE TABLE IF NOT EXISTS namespace_targets (
-  env_id TEXT NOT NULL REFERENCES environments(id), namespace TEXT NOT NULL, labels TEXT NOT NULL, PRIMARY KEY (env_id, namespace));
-`
 
 // Tenant owns principals, projects and environments.
 type Tenant struct {
@@ -389,3 +369,9 @@ func reportedLimits(body string) *protocol.Limits {
 	}
 	return hb.Limits
 }
+
+// Principal token lifetimes: a token expires, and a tenant admin rotates it.
+const (
+	DefaultPrincipalTokenLifetime = 90 * 24 * time.Hour
+	MaxPrincipalTokenLifetime     = 366 * 24 * time.Hour
+)
