@@ -35,12 +35,12 @@ type CommandRecord struct {
 	Body string `json:"-"`
 	// Seq orders an environment's commands (an integer: timestamps tie and misorder) and is the
 	// signature revision of the manifests the command carries.
-	Seq        int64      `json:"seq"`
+	Seq        int64        `json:"seq"`
 	Status     CommandState `json:"status"`
-	Deliveries int        `json:"deliveries"`
-	Message    string     `json:"message,omitempty"`
-	Created    time.Time  `json:"created"`
-	Acked      *time.Time `json:"acked,omitempty"`
+	Deliveries int          `json:"deliveries"`
+	Message    string       `json:"message,omitempty"`
+	Created    time.Time    `json:"created"`
+	Acked      *time.Time   `json:"acked,omitempty"`
 }
 
 // MaxDeliveries is how often a command is delivered without an acknowledgement before it is

@@ -344,7 +344,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		var pending []string
 		for _, c := range view().Commands {
 			if c.Status != protocol.Applied {
-				pending = append(pending, c.ID+" "+c.Type+": "+c.Status+" "+c.Message)
+				pending = append(pending, c.ID+" "+c.Type+": "+string(c.Status)+" "+c.Message)
 			}
 		}
 		return len(pending) == 0, strings.Join(pending, "; ")

@@ -395,7 +395,7 @@ func installAndCheck(t *testing.T, m mode) {
 			}
 			for _, c := range v.Commands {
 				if c.ID == id[1] {
-					return c.Status == string(protocol.Failed) && strings.Contains(c.Message, "this installation serves only "+strings.Join(sorted, ", ")), fmt.Sprintf("%s: %s", c.Status, c.Message)
+					return string(c.Status) == protocol.Failed && strings.Contains(c.Message, "this installation serves only "+strings.Join(sorted, ", ")), fmt.Sprintf("%s: %s", c.Status, c.Message)
 				}
 			}
 			return false, "command not listed"

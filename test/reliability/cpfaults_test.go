@@ -229,7 +229,7 @@ func TestControlPlaneFaults(t *testing.T) {
 	var notApplied []string
 	for _, c := range cp.view(t, env).Commands {
 		if c.Status != protocol.Applied {
-			notApplied = append(notApplied, c.ID+" "+c.Type+" "+c.Status+" "+c.Message)
+			notApplied = append(notApplied, c.ID+" "+c.Type+" "+string(c.Status)+" "+c.Message)
 		}
 	}
 	if len(notApplied) > 0 {
