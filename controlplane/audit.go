@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
@@ -83,7 +84,7 @@ func (s *Server) auditRefusal(ctx context.Context, e *auditEntry, action, reason
 		}
 		e.tenant, e.target, e.commandID = "", "", ""
 	}
-	if _, err := s.Store.Audit(context.WithoutCancel(ctx), e.record(action, storage.Refused, reason)); err != nil {
+	if _, err := s.cfg.Store.Audit(context.WithoutCancel(ctx), e.record(action, storage.Refused, reason)); err != nil {
 		s.log().Error("audit record not written", "action", action, "error", err)
 	}
 }
@@ -132,7 +133,7 @@ func (s *Server) queryAudit(w http.ResponseWriter, r *http.Request) error {
 // tenantAudit is GET /admin/tenants/{tenant}/audit: the same query, within the tenant. The
 // tenant's history holds what its principals did, what the admin did in it, and the Manager's
 // deliveries and acknowledgements of the commands queued for its environments.
-func (s *Server) tenantAudit(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (s *Server) tenantAudit(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
 	f, err := auditFilter(r)
 	if err != nil {
 		return err
@@ -142,7 +143,7 @@ func (s *Server) tenantAudit(w http.ResponseWriter, r *http.Request, _ caller) e
 }
 
 func (s *Server) answerAudit(w http.ResponseWriter, r *http.Request, f storage.AuditFilter) error {
-	records, next, err := s.Store.QueryAudit(r.Context(), f)
+	records, next, err := s.cfg.Store.QueryAudit(r.Context(), f)
 	if err != nil {
 		return err
 	}
@@ -153,7 +154,7 @@ func (s *Server) answerAudit(w http.ResponseWriter, r *http.Request, f storage.A
 // verifyAudit is GET /admin/audit/verify: the chain, and its head against the checkpoint kept
 // outside the database (checkpoint.go).
 func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) error {
-	v, err := s.Store.VerifyAudit(r.Context())
+	v, err := s.cfg.Store.VerifyAudit(r.Context())
 	if err != nil {
 		return err
 	}

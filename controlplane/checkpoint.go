@@ -101,10 +101,10 @@ func (c *Checkpoint) Load() (CheckpointHead, bool, error) {
 // checkpoint's record with its hash, or records were removed from the end (or the history was
 // rewritten). Without a checkpoint configured it changes nothing.
 func (s *Server) checkAnchor(ctx context.Context, v *storage.AuditVerification) error {
-	if s.Checkpoint == nil {
+	if s.cfg.Checkpoint == nil {
 		return nil
 	}
-	head, ok, err := s.Checkpoint.Load()
+	head, ok, err := s.cfg.Checkpoint.Load()
 	if err != nil {
 		v.OK, v.Reason = false, err.Error()
 		return nil
@@ -112,34 +112,32 @@ func (s *Server) checkAnchor(ctx context.Context, v *storage.AuditVerification) 
 	if !ok {
 		return nil
 	}
-	v.Anchor = &storage.Anchor{File: s.Checkpoint.Path, Seq: head.Seq, Hash: head.Hash}
+	v.Anchor = &storage.Anchor{File: s.cfg.Checkpoint.Path, Seq: head.Seq, Hash: head.Hash}
 	if !v.OK {
 		return nil
 	}
-	hash, found, err := s.Store.AuditHash(ctx, head.Seq)
+	hash, found, err := s.cfg.Store.AuditHash(ctx, head.Seq)
 	switch {
 	case err != nil:
 		return err
 	case !found:
-		v.OK, v.BrokenAt, v.Reason = false, head.Seq, fmt.Sprintf("the history ends at record %d, but its checkpoint (%s) names record %d: records were removed from the end", v.Records, s.Checkpoint.Path, head.Seq)
+		v.OK, v.BrokenAt, v.Reason = false, head.Seq, fmt.Sprintf("the history ends at record %d, but its checkpoint (%s) names record %d: records were removed from the end", v.Records, s.cfg.Checkpoint.Path, head.Seq)
 	case hash != head.Hash:
-		v.OK, v.BrokenAt, v.Reason = false, head.Seq, fmt.Sprintf("record %d's hash is not the one its checkpoint (%s) names: the history was rewritten", head.Seq, s.Checkpoint.Path)
+		v.OK, v.BrokenAt, v.Reason = false, head.Seq, fmt.Sprintf("record %d's hash is not the one its checkpoint (%s) names: the history was rewritten", head.Seq, s.cfg.Checkpoint.Path)
 	}
 	return nil
 }
 
-// Init prepares a Server to serve: it verifies the audit history against its checkpoint
-// (refusing to start on a broken one, naming why), anchors the current head, and from then on
-// has every committed append update the checkpoint. It also seals signing keys an earlier
-// version stored in plaintext.
-func (s *Server) Init(ctx context.Context) error {
+// init verifies the audit history against its checkpoint, anchors its head and seals the
+// signing keys (New).
+func (s *Server) init(ctx context.Context) error {
 	if _, err := s.keys(ctx); err != nil {
 		return err
 	}
-	if s.Checkpoint == nil {
+	if s.cfg.Checkpoint == nil {
 		return nil
 	}
-	v, err := s.Store.VerifyAudit(ctx)
+	v, err := s.cfg.Store.VerifyAudit(ctx)
 	if err != nil {
 		return err
 	}
@@ -147,15 +145,15 @@ func (s *Server) Init(ctx context.Context) error {
 		return err
 	}
 	if !v.OK {
-		return fmt.Errorf("the audit history does not verify: %s. Restore the database from a backup; to start over from this database on purpose, move %s aside (a new checkpoint is written)", v.Reason, s.Checkpoint.Path)
+		return fmt.Errorf("the audit history does not verify: %s. Restore the database from a backup; to start over from this database on purpose, move %s aside (a new checkpoint is written)", v.Reason, s.cfg.Checkpoint.Path)
 	}
 	if v.Records > 0 {
-		if err := s.Checkpoint.Save(storage.AuditRecord{Seq: v.Records, Hash: v.Head}); err != nil {
+		if err := s.cfg.Checkpoint.Save(storage.AuditRecord{Seq: v.Records, Hash: v.Head}); err != nil {
 			return fmt.Errorf("write the audit checkpoint: %w", err)
 		}
 	}
-	s.Store.OnAuditCommit(func(r storage.AuditRecord) {
-		if err := s.Checkpoint.Save(r); err != nil {
+	s.cfg.Store.OnAuditCommit(func(r storage.AuditRecord) {
+		if err := s.cfg.Checkpoint.Save(r); err != nil {
 			s.log().Error("audit checkpoint not written", "seq", r.Seq, "error", err)
 		}
 	})

@@ -87,12 +87,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, req commandReque
 // Manager's first heartbeat delivers the command, and a Manager acknowledges a command type it
 // does not know as failed.
 func (s *Server) advertised(ctx context.Context, env storage.Environment, row protocol.CommandType) error {
-	caps, heard, err := s.Store.Capabilities(ctx, env.ID)
+	caps, heard, err := s.cfg.Store.Capabilities(ctx, env.ID)
 	if err != nil || !heard || slices.Contains(caps, row.Capability) {
 		return err
 	}
 	version := "an unknown version"
-	if _, body, err := s.Store.LastHeartbeat(ctx, env.ID); err == nil && body != "" {
+	if _, body, err := s.cfg.Store.LastHeartbeat(ctx, env.ID); err == nil && body != "" {
 		var hb protocol.Heartbeat
 		if json.Unmarshal([]byte(body), &hb) == nil && hb.ManagerVersion != "" {
 			version = hb.ManagerVersion
@@ -139,7 +139,7 @@ func prepareRollout(s *Server, ctx context.Context, req *commandRequest) ([]*uns
 	if c.Image == "" {
 		return nil, fail(http.StatusBadRequest, "rollout needs an image")
 	}
-	proxies, err := s.Store.Desired(ctx, req.env.ID, "NexoProxy")
+	proxies, err := s.cfg.Store.Desired(ctx, req.env.ID, "NexoProxy")
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func prepareUninstall(s *Server, ctx context.Context, req *commandRequest) ([]*u
 	if req.stage == nil {
 		return nil, nil
 	}
-	o, deployed, err := s.Store.DesiredOrigin(ctx, req.env.ID, "NexoProxy", p.Namespace, p.Name)
+	o, deployed, err := s.cfg.Store.DesiredOrigin(ctx, req.env.ID, "NexoProxy", p.Namespace, p.Name)
 	switch {
 	case err != nil:
 		return nil, err
@@ -226,7 +226,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, env storage.Envir
 	if row.CarriesProxies {
 		nc.Proxies = commandProxies(c, objs)
 	}
-	_, err = s.Store.Enqueue(r.Context(), nc, func(seq int64) (string, error) {
+	_, err = s.cfg.Store.Enqueue(r.Context(), nc, func(seq int64) (string, error) {
 		c.Manifests = make([]json.RawMessage, len(objs))
 		for i, u := range objs {
 			signed, err := sign(key, u, signature.Claims{Audience: env.ID, Revision: seq})
@@ -247,7 +247,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, env storage.Envir
 	auditOf(r).commandID = c.ID
 	if row.LeavesDeployedSet && c.Proxy != nil {
 		// The proxy leaves the deployed set now: a rollout queued after this never re-creates it.
-		if err := s.Store.Forget(r.Context(), env.ID, "NexoProxy", c.Proxy.Namespace, c.Proxy.Name); err != nil {
+		if err := s.cfg.Store.Forget(r.Context(), env.ID, "NexoProxy", c.Proxy.Namespace, c.Proxy.Name); err != nil {
 			return err
 		}
 	}

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -33,12 +32,15 @@ const admin = "admin-secret"
 type cp struct {
 	t      *testing.T
 	db     string
+	cp     *testcontrolplane.ControlPlane
 	store  *storage.Store
-	srv    *httptest.Server
+	srv    *testcontrolplane.ControlPlane
 	pub    ed25519.PublicKey
 	server *controlplane.Server
-	// skew moves the server's clock forward (nanoseconds), for expiries and rate windows.
-	skew atomic.Int64
+	// skew moves the server's clock forward (nanoseconds), for expiries and rate windows; clock,
+	// when set, replaces it.
+	skew  atomic.Int64
+	clock atomic.Pointer[func() time.Time]
 	// logs is what the server logged.
 	logs *syncBuffer
 }
@@ -61,35 +63,29 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func start(t *testing.T, db string, key ed25519.PrivateKey) *cp {
+// start serves a Control Plane over the database db, signing with key, for the test.
+func start(t *testing.T, db string, key ed25519.PrivateKey, opts ...func(*testcontrolplane.Options)) *cp {
 	t.Helper()
-	store, err := storage.Open(db)
-	if err != nil {
-		t.Fatal(err)
+	c := &cp{t: t, db: db, pub: key.Public().(ed25519.PublicKey), logs: &syncBuffer{}}
+	o := testcontrolplane.Options{DB: db, Key: key, AdminToken: admin, Log: slog.New(slog.NewTextHandler(c.logs, nil)),
+		Now: func() time.Time {
+			if clock := c.clock.Load(); clock != nil {
+				return (*clock)()
+			}
+			return time.Now().Add(time.Duration(c.skew.Load()))
+		}}
+	for _, f := range opts {
+		f(&o)
 	}
-	c := &cp{t: t, db: db, store: store, pub: key.Public().(ed25519.PublicKey), logs: &syncBuffer{}}
-	s := &controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: testKEK(key),
-		Now: func() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }, Log: slog.New(slog.NewTextHandler(c.logs, nil))}
-	c.server, c.srv = s, httptest.NewServer(s.Handler())
-	t.Cleanup(c.stop)
+	c.cp = testcontrolplane.StartT(t, o)
+	c.store, c.server, c.srv = c.cp.Store, c.cp.Server, c.cp
 	return c
 }
 
-// testKEK is a key-encryption key derived from the signing key, so a restart with the same key
-// opens what the first run sealed.
-func testKEK(key ed25519.PrivateKey) controlplane.KeyEncrypter {
-	sum := sha256.Sum256(key.Seed())
-	kek, err := controlplane.NewAESKeyEncrypter(sum[:])
-	if err != nil {
-		panic(err)
-	}
-	return kek
-}
+// testKEK is the key-encryption key a test Control Plane derives from the signing key.
+func testKEK(key ed25519.PrivateKey) controlplane.KeyEncrypter { return testcontrolplane.KEK(key) }
 
-func (c *cp) stop() {
-	c.srv.Close()
-	_ = c.store.Close()
-}
+func (c *cp) stop() { c.cp.Stop() }
 
 func (c *cp) do(method, path, token string, body any, out any) int {
 	c.t.Helper()
@@ -116,12 +112,17 @@ func (c *cp) do(method, path, token string, body any, out any) int {
 
 // heartbeat is a Manager's heartbeat that advertises every command type of the table.
 func heartbeat(cluster string) protocol.Heartbeat {
+	return protocol.Heartbeat{ProtocolVersion: protocol.Version, ManagerVersion: "0.2.0", ClusterID: cluster,
+		Capabilities: allCommands(), Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"}}
+}
+
+// allCommands are the heartbeat capability and those of every command type.
+func allCommands() []string {
 	caps := []string{protocol.CapHeartbeat}
 	for _, c := range protocol.Commands {
 		caps = append(caps, c.Capability)
 	}
-	return protocol.Heartbeat{ProtocolVersion: protocol.Version, ManagerVersion: "0.2.0", ClusterID: cluster,
-		Capabilities: caps, Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"}}
+	return caps
 }
 
 func TestEnvironmentTokenAndBinding(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -185,7 +186,8 @@ func TestLegacyWorkloadConfigurationIsNotQueued(t *testing.T) {
 func TestHeartbeatAgeAndState(t *testing.T) {
 	c, env := newEnv(t)
 	now := time.Now()
-	c.server.Now = func() time.Time { return now }
+	clock := func() time.Time { return now }
+	c.clock.Store(&clock)
 	state := func() (string, int64) {
 		var list []controlplane.EnvironmentSummary
 		if code := c.do("GET", "/admin/environments", admin, nil, &list); code != 200 || len(list) != 1 {
@@ -222,7 +224,8 @@ func TestHeartbeatAgeAndState(t *testing.T) {
 func TestTokenRotationGrace(t *testing.T) {
 	c, env := newEnv(t)
 	now := time.Now()
-	c.server.Now = func() time.Time { return now }
+	clock := func() time.Time { return now }
+	c.clock.Store(&clock)
 	hb := func(tok string) (int, string) {
 		var e protocol.Error
 		code := c.do("POST", "/v1/heartbeat", tok, heartbeat("cluster-a"), &e)
@@ -271,7 +274,9 @@ func TestInstallCommand(t *testing.T) {
 	if code := c.do("GET", "/admin/environments/"+env.ID+"/install", admin, nil, &e); code != 409 || !strings.Contains(e.Error, "public URL") {
 		t.Fatalf("without a public URL: %d %q", code, e.Error)
 	}
-	c.server.PublicURL = "https://cp.example.com"
+	if err := c.cp.Reconfigure(func(o *testcontrolplane.Options) { o.PublicURL = "https://cp.example.com" }); err != nil {
+		t.Fatal(err)
+	}
 	var ic controlplane.InstallCommand
 	if code := c.do("GET", "/admin/environments/"+env.ID+"/install", admin, nil, &ic); code != 200 {
 		t.Fatalf("install command: %d", code)

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
@@ -25,24 +26,24 @@ func (s *Server) setEntitlement(w http.ResponseWriter, r *http.Request) error {
 	if err := e.Validate(); err != nil {
 		return fail(http.StatusBadRequest, "entitlement: %v", err)
 	}
-	if _, err := s.Store.TenantByID(r.Context(), tenant); errors.Is(err, storage.ErrNotFound) {
+	if _, err := s.cfg.Store.TenantByID(r.Context(), tenant); errors.Is(err, storage.ErrNotFound) {
 		return fail(http.StatusNotFound, "no tenant %s", tenant)
 	} else if err != nil {
 		return err
 	}
 	auditOf(r).tenant, auditOf(r).target = tenant, "tenant "+tenant+" entitlement"
-	if err := s.Store.SetEntitlement(r.Context(), tenant, e); err != nil {
+	if err := s.cfg.Store.SetEntitlement(r.Context(), tenant, e); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, e)
 	return nil
 }
 
-// getEntitlement is GET /admin/tenants/{tenant}/entitlement: read-targets at the tenant's scope,
-// so the tenant admin (project roles are scoped to their projects).
-func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ caller) error {
+// getEntitlement is GET /admin/tenants/{tenant}/entitlement (entitlement.read: the tenant
+// admin).
+func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
 	tenant := r.PathValue("tenant")
-	e, err := s.Store.Entitlement(r.Context(), tenant)
+	e, err := s.cfg.Store.Entitlement(r.Context(), tenant)
 	if err != nil {
 		return err
 	}
@@ -58,11 +59,11 @@ func (s *Server) getEntitlement(w http.ResponseWriter, r *http.Request, _ caller
 // plus this deploy's NexoProxies it does not hold yet. It runs in the request's transaction,
 // with the enqueue that follows it: two deploys cannot both take the last proxy.
 func (s *Server) entitled(ctx context.Context, tenant, env string, objs []*unstructured.Unstructured) error {
-	e, err := s.Store.Entitlement(ctx, tenant)
+	e, err := s.cfg.Store.Entitlement(ctx, tenant)
 	if err != nil {
 		return err
 	}
-	held, mine, err := s.Store.ProxyClaims(ctx, tenant, env)
+	held, mine, err := s.cfg.Store.ProxyClaims(ctx, tenant, env)
 	if err != nil {
 		return err
 	}

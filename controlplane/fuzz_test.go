@@ -2,30 +2,21 @@ package controlplane_test
 
 import (
 	"bytes"
-	"crypto/ed25519"
 	"encoding/json"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
-
-	"github.com/nexo-io/nexo-edge/controlplane/storage"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 )
 
 // FuzzRequests sends arbitrary bodies to every endpoint that decodes one (the Manager's
 // heartbeat and ack, the admin API's environment, command and token requests): never a panic,
 // never a 500, and every refusal carries exactly one error body.
 func FuzzRequests(f *testing.F) {
-	store, err := storage.Open(filepath.Join(f.TempDir(), "cp.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = store.Close() })
-	_, key, _ := ed25519.GenerateKey(nil)
-	srv := &controlplane.Server{Store: store, Key: key, AdminToken: "fuzz-admin", PublicURL: "http://127.0.0.1:1", KeyEncryption: testKEK(key)}
-	h := srv.Handler()
+	cp := testcontrolplane.StartT(f, testcontrolplane.Options{AdminToken: "fuzz-admin", PublicURL: "http://127.0.0.1:1"})
+	h := cp.Server.Handler()
 	do := func(method, path, token string, body []byte) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // apiError is a refusal with its status code and the message the caller sees.
@@ -41,7 +42,7 @@ func fail(code int, format string, args ...any) error {
 // Control Plane's log holds the cause under it.
 const RequestIDHeader = "X-Request-Id"
 
-// endpoint serves one route: h runs in one transaction (store.go's InTx) with its answer held
+// endpoint serves one route: h runs in one transaction (storage.Store.InTx) with its answer held
 // back until the transaction commits, so an answer is never sent for a change that was rolled
 // back. When action is set, the request is audited: the allowed record in the same transaction
 // as what it allowed, a refusal in a transaction of its own after the handler's writes were
@@ -53,14 +54,14 @@ func (s *Server) endpoint(action string, h func(w http.ResponseWriter, r *http.R
 		entry := &auditEntry{}
 		r = r.WithContext(context.WithValue(r.Context(), auditKey{}, entry))
 		held := &heldResponse{header: w.Header(), code: http.StatusOK}
-		err := s.Store.InTx(r.Context(), func(ctx context.Context) error {
+		err := s.cfg.Store.InTx(r.Context(), func(ctx context.Context) error {
 			if err := h(held, r.WithContext(ctx)); err != nil {
 				return err
 			}
 			if action == "" || entry.actor == "" || r.Method == http.MethodGet {
 				return nil
 			}
-			_, err := s.Store.Audit(ctx, entry.record(action, storage.Allowed, entry.reason))
+			_, err := s.cfg.Store.Audit(ctx, entry.record(action, storage.Allowed, entry.reason))
 			return err
 		})
 		if err == nil {
@@ -211,8 +212,17 @@ func validDisplayName(what, name string) error {
 }
 
 func (s *Server) log() *slog.Logger {
-	if s.Log != nil {
-		return s.Log
+	if s.cfg.Log != nil {
+		return s.cfg.Log
 	}
 	return slog.Default()
+}
+
+// validName refuses a name that is not a DNS label (tenants, principals, projects, stages,
+// namespaces).
+func validName(what, name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fail(http.StatusBadRequest, "%s %q: %s", what, truncate(name, 80), strings.Join(errs, "; "))
+	}
+	return nil
 }

@@ -70,7 +70,7 @@ func (s *Server) installCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cmd, err := Install(env.ID, s.PublicURL)
+	cmd, err := Install(env.ID, s.cfg.PublicURL)
 	if err != nil {
 		return fail(http.StatusConflict, "%v", err)
 	}

@@ -24,39 +24,39 @@ import (
 // Server.Key when it has none. A key stored in plaintext by an earlier version is sealed on
 // first use (KeyEncryption is required: a signing key is never stored in the clear).
 func (s *Server) keys(ctx context.Context) ([]storage.StoredKey, error) {
-	if s.KeyEncryption == nil {
+	if s.cfg.KeyEncryption == nil {
 		return nil, errors.New("no key-encryption key is configured: the Control Plane stores no signing key in plaintext (controlplane serve --key-encryption-key-file)")
 	}
-	keys, err := s.Store.SigningKeys(ctx)
+	keys, err := s.cfg.Store.SigningKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if len(keys) == 0 {
-		if s.Key == nil {
+		if s.cfg.Key == nil {
 			return nil, errors.New("no signing key")
 		}
-		seed := storage.StoredKey{KeyID: signature.KeyID(s.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.Key)), State: storage.KeyActive}
-		sealed, err := s.KeyEncryption.Seal([]byte(seed.PrivatePEM), []byte(seed.KeyID))
+		seed := storage.StoredKey{KeyID: signature.KeyID(s.cfg.Key.Public().(ed25519.PublicKey)), PrivatePEM: string(signature.MarshalPrivateKey(s.cfg.Key)), State: storage.KeyActive}
+		sealed, err := s.cfg.KeyEncryption.Seal([]byte(seed.PrivatePEM), []byte(seed.KeyID))
 		if err != nil {
 			return nil, err
 		}
-		if err := s.Store.AddActiveKey(ctx, seed.KeyID, sealed); err != nil {
+		if err := s.cfg.Store.AddActiveKey(ctx, seed.KeyID, sealed); err != nil {
 			return nil, err
 		}
 		return []storage.StoredKey{seed}, nil
 	}
 	for i, k := range keys {
 		if strings.HasPrefix(k.PrivatePEM, "-----BEGIN") { // stored in plaintext by an earlier version
-			sealed, err := s.KeyEncryption.Seal([]byte(k.PrivatePEM), []byte(k.KeyID))
+			sealed, err := s.cfg.KeyEncryption.Seal([]byte(k.PrivatePEM), []byte(k.KeyID))
 			if err != nil {
 				return nil, err
 			}
-			if err := s.Store.SealKey(ctx, k.KeyID, sealed); err != nil {
+			if err := s.cfg.Store.SealKey(ctx, k.KeyID, sealed); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		plain, err := s.KeyEncryption.Open(k.PrivatePEM, []byte(k.KeyID))
+		plain, err := s.cfg.KeyEncryption.Open(k.PrivatePEM, []byte(k.KeyID))
 		if err != nil {
 			return nil, fmt.Errorf("signing key %s: %w", k.KeyID, err)
 		}
@@ -110,11 +110,11 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := signature.KeyID(pub)
-	sealed, err := s.KeyEncryption.Seal(signature.MarshalPrivateKey(priv), []byte(id))
+	sealed, err := s.cfg.KeyEncryption.Seal(signature.MarshalPrivateKey(priv), []byte(id))
 	if err != nil {
 		return err
 	}
-	if err := s.Store.AddActiveKey(r.Context(), id, sealed); err != nil {
+	if err := s.cfg.Store.AddActiveKey(r.Context(), id, sealed); err != nil {
 		return err
 	}
 	auditOf(r).target = id
@@ -126,7 +126,7 @@ func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) error {
 // retireKey stops advertising a previous key: Managers drop it from the trusted-keys Secret at
 // their next heartbeat, and objects signed only by it stop verifying.
 func (s *Server) retireKey(w http.ResponseWriter, r *http.Request) error {
-	switch err := s.Store.RetireKey(r.Context(), r.PathValue("key")); {
+	switch err := s.cfg.Store.RetireKey(r.Context(), r.PathValue("key")); {
 	case errors.Is(err, storage.ErrNotFound):
 		return fail(http.StatusConflict, "no previous signing key %s (the active key cannot be retired: rotate first)", r.PathValue("key"))
 	case err != nil:

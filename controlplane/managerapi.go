@@ -23,7 +23,7 @@ func (s *Server) environment(r *http.Request) (storage.Environment, error) {
 	if _, err := connecttoken.Parse(tok); err != nil {
 		return storage.Environment{}, fail(http.StatusUnauthorized, "missing or malformed connect token (Authorization: Bearer TOKEN)")
 	}
-	env, rotatedAt, err := s.Store.Authenticate(r.Context(), connecttoken.Hash(tok), s.now())
+	env, rotatedAt, err := s.cfg.Store.Authenticate(r.Context(), connecttoken.Hash(tok), s.now())
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
 		return env, fail(http.StatusUnauthorized, "unknown connect token")
@@ -38,7 +38,7 @@ func (s *Server) environment(r *http.Request) (storage.Environment, error) {
 // managerEntry makes env's Manager the actor of the request's audit records, in the history of
 // env's tenant (so a tenant sees the deliveries and acknowledgements of its commands).
 func (s *Server) managerEntry(r *http.Request, env storage.Environment) (*auditEntry, error) {
-	tenant, err := s.Store.EnvironmentTenant(r.Context(), env.ID)
+	tenant, err := s.cfg.Store.EnvironmentTenant(r.Context(), env.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if hb.ClusterID == "" {
 		return fail(http.StatusBadRequest, "clusterId (the kube-system namespace UID) is required")
 	}
-	bound, err := s.Store.BindCluster(r.Context(), env.ID, hb.ClusterID)
+	bound, err := s.cfg.Store.BindCluster(r.Context(), env.ID, hb.ClusterID)
 	if err != nil {
 		return err
 	}
@@ -74,19 +74,19 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	var inventoryDigest string
 	var resync bool
 	if slices.Contains(hb.Capabilities, protocol.CapInventoryDelta) {
-		inventoryDigest, resync, err = s.Store.ApplyInventory(r.Context(), env.ID, hb.InventoryBase, hb.InventoryDigest, hb.Changed, hb.Removed)
+		inventoryDigest, resync, err = s.cfg.Store.ApplyInventory(r.Context(), env.ID, hb.InventoryBase, hb.InventoryDigest, hb.Changed, hb.Removed)
 	} else {
-		err = s.Store.ReplaceInventory(r.Context(), env.ID, hb.Deployments)
+		err = s.cfg.Store.ReplaceInventory(r.Context(), env.ID, hb.Deployments)
 	}
 	if err != nil {
 		return fmt.Errorf("inventory of %s: %w", env.ID, err)
 	}
 	hb.Deployments, hb.Changed, hb.Removed = nil, nil, nil
 	body, _ := json.Marshal(hb)
-	if err := s.Store.RecordHeartbeat(r.Context(), env.ID, string(body), hb.Capabilities); err != nil {
+	if err := s.cfg.Store.RecordHeartbeat(r.Context(), env.ID, string(body), hb.Capabilities); err != nil {
 		return err
 	}
-	records, err := s.Store.Deliver(r.Context(), env.ID)
+	records, err := s.cfg.Store.Deliver(r.Context(), env.ID)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		resp.Commands = append(resp.Commands, c)
 		entry.commandID = rec.ID
 		// The delivery and its record commit together, in the request's transaction.
-		if _, err := s.Store.Audit(r.Context(), entry.record("command.deliver", storage.Allowed, fmt.Sprintf("delivery %d", rec.Deliveries+1))); err != nil {
+		if _, err := s.cfg.Store.Audit(r.Context(), entry.record("command.deliver", storage.Allowed, fmt.Sprintf("delivery %d", rec.Deliveries+1))); err != nil {
 			return err
 		}
 	}
@@ -119,10 +119,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) nextHeartbeat() time.Duration {
-	if s.NextHeartbeat <= 0 {
+	if s.cfg.NextHeartbeat <= 0 {
 		return 30 * time.Second
 	}
-	return s.NextHeartbeat
+	return s.cfg.NextHeartbeat
 }
 
 // ack is POST /v1/commands/{id}/ack: the outcome and its audit record commit together
@@ -147,7 +147,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusBadRequest, "ack needs status %q or %q", protocol.Applied, protocol.Failed)
 	}
 	id := r.PathValue("id")
-	switch err := s.Store.Ack(r.Context(), env.ID, id, storage.CommandState(a.Status), a.Message, deployedObjects); {
+	switch err := s.cfg.Store.Ack(r.Context(), env.ID, id, storage.CommandState(a.Status), a.Message, deployedObjects); {
 	case errors.Is(err, storage.ErrNotFound):
 		return fail(http.StatusNotFound, "no command %s for this environment", id)
 	case err != nil:

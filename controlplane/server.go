@@ -1,29 +1,31 @@
 package controlplane
 
 import (
+	"context"
 	"crypto/ed25519"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
-	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
-// Server serves the Manager protocol (/v1, managerapi.go) and the admin API (/admin,
-// adminapi.go); commands.go signs and prepares what the admin API queues.
-type Server struct {
+// Config is what a Control Plane serves with.
+type Config struct {
+	// Store is the Control Plane's database (storage.Open); required.
 	Store *storage.Store
-	// Key signs deploy manifests (docs/security.md, "Managed-resource signatures"); its public
-	// key goes into the operator's trusted-keys Secret.
+	// Key seeds the store's signing keys on first use (docs/security.md, "Managed-resource
+	// signatures"); afterwards the store is the truth (keys.go).
 	Key ed25519.PrivateKey
-	// AdminToken guards /admin.
+	// AdminToken guards /admin ("" disables the admin token).
 	AdminToken string
 	// NextHeartbeat is what heartbeat responses ask for (default 30s).
 	NextHeartbeat time.Duration
 	// PublicURL is the URL Managers reach this Control Plane at, named in install commands.
 	PublicURL string
-	// Now is the clock for heartbeat ages (time.Now when nil).
+	// Now is the clock for heartbeat ages and expiries (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
 	// KeyEncryption encrypts the signing keys the store holds (keys.go); required.
@@ -31,8 +33,30 @@ type Server struct {
 	// Checkpoint, when set, anchors the audit history's head outside the database
 	// (checkpoint.go).
 	Checkpoint *Checkpoint
+}
 
+// Server serves the Manager protocol (/v1, managerapi.go) and the admin API (/admin,
+// environments.go, tenants.go, principals.go, projects.go, stagecommands.go, audit.go,
+// entitlement.go, keys.go); commands.go prepares, checks and queues every command.
+type Server struct {
+	cfg   Config
+	auth  authz.Authenticator
 	noise noiseLimiter
+}
+
+// New prepares a Server to serve: it verifies the audit history against its checkpoint (refusing
+// to start on a broken one, naming why), anchors the current head, and from then on has every
+// committed append update the checkpoint; it seeds the signing keys, and seals those an earlier
+// version stored in plaintext.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("the Control Plane needs a store")
+	}
+	s := &Server{cfg: cfg, auth: authz.Authenticator{Store: cfg.Store, AdminToken: cfg.AdminToken}}
+	if err := s.init(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Handler returns the HTTP handler. Every route goes through endpoint (httpapi.go): one
@@ -62,30 +86,30 @@ func (s *Server) Handler() http.Handler {
 	} {
 		mux.HandleFunc(route.pattern, s.admin(route.action, route.h))
 	}
-	// Tenancy (tenancyapi.go): the admin token or a principal's, authorized by role.
+	// Tenancy: the admin token or a principal's, authorized by role (auth.go, authz).
 	for _, route := range []struct {
 		pattern string
-		action  targeting.Action
-		h       func(http.ResponseWriter, *http.Request, caller) error
+		action  authz.Action
+		h       func(http.ResponseWriter, *http.Request, authz.Caller) error
 	}{
-		{"GET /admin/tenants/{tenant}/principals", targeting.ManagePrincipals, s.listPrincipals},
-		{"POST /admin/tenants/{tenant}/principals", targeting.ManagePrincipals, s.createPrincipal},
-		{"DELETE /admin/tenants/{tenant}/principals/{principal}", targeting.ManagePrincipals, s.deletePrincipal},
-		{"POST /admin/tenants/{tenant}/principals/{principal}/token", targeting.ManagePrincipals, s.rotatePrincipalToken},
-		{"POST /admin/tenants/{tenant}/role-bindings", targeting.ManagePrincipals, s.bindRole},
-		{"DELETE /admin/tenants/{tenant}/principals/{principal}/role-bindings/{role}", targeting.ManagePrincipals, s.unbindRole},
-		{"POST /admin/tenants/{tenant}/environments", targeting.ManageEnvironments, s.createTenantEnvironment},
-		{"POST /admin/tenants/{tenant}/environments/{env}/token", targeting.ManageEnvironments, s.rotateTenantToken},
-		{"PUT /admin/tenants/{tenant}/environments/{env}/labels", targeting.SetEnvironmentLabels, s.setEnvironmentLabels},
-		{"PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}", targeting.ManageNamespaceTarget, s.setNamespaceTarget},
-		{"POST /admin/tenants/{tenant}/projects", targeting.ManageProjects, s.createProject},
-		{"PUT /admin/tenants/{tenant}/projects/{project}/stages/{stage}", targeting.SetStage, s.setStage},
-		{"GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/targets", targeting.ReadTargets, s.targets},
-		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy", targeting.Deploy, s.deployThroughStage},
-		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/rollout", targeting.Rollout, s.rolloutThroughStage},
-		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/uninstall", targeting.Uninstall, s.uninstallThroughStage},
-		{"GET /admin/tenants/{tenant}/audit", targeting.ReadAudit, s.tenantAudit},
-		{"GET /admin/tenants/{tenant}/entitlement", targeting.ReadTargets, s.getEntitlement},
+		{"GET /admin/tenants/{tenant}/principals", authz.ManagePrincipals, s.listPrincipals},
+		{"POST /admin/tenants/{tenant}/principals", authz.ManagePrincipals, s.createPrincipal},
+		{"DELETE /admin/tenants/{tenant}/principals/{principal}", authz.ManagePrincipals, s.deletePrincipal},
+		{"POST /admin/tenants/{tenant}/principals/{principal}/token", authz.ManagePrincipals, s.rotatePrincipalToken},
+		{"POST /admin/tenants/{tenant}/role-bindings", authz.ManagePrincipals, s.bindRole},
+		{"DELETE /admin/tenants/{tenant}/principals/{principal}/role-bindings/{role}", authz.ManagePrincipals, s.unbindRole},
+		{"POST /admin/tenants/{tenant}/environments", authz.ManageEnvironments, s.createTenantEnvironment},
+		{"POST /admin/tenants/{tenant}/environments/{env}/token", authz.ManageEnvironments, s.rotateTenantToken},
+		{"PUT /admin/tenants/{tenant}/environments/{env}/labels", authz.SetEnvironmentLabels, s.setEnvironmentLabels},
+		{"PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}", authz.ManageNamespaceTarget, s.setNamespaceTarget},
+		{"POST /admin/tenants/{tenant}/projects", authz.ManageProjects, s.createProject},
+		{"PUT /admin/tenants/{tenant}/projects/{project}/stages/{stage}", authz.SetStage, s.setStage},
+		{"GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/targets", authz.ReadTargets, s.targets},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy", authz.Deploy, s.deployThroughStage},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/rollout", authz.Rollout, s.rolloutThroughStage},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/uninstall", authz.Uninstall, s.uninstallThroughStage},
+		{"GET /admin/tenants/{tenant}/audit", authz.ReadAudit, s.tenantAudit},
+		{"GET /admin/tenants/{tenant}/entitlement", authz.ReadEntitlement, s.getEntitlement},
 	} {
 		mux.HandleFunc(route.pattern, s.tenantRoute(route.action, route.h))
 	}
@@ -93,8 +117,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+	if s.cfg.Now != nil {
+		return s.cfg.Now()
 	}
 	return time.Now()
 }

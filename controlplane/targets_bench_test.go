@@ -3,17 +3,14 @@ package controlplane_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane"
@@ -27,7 +24,7 @@ import (
 // namespace target of the 500 selected environments and one per environment not selected.
 func BenchmarkTargetsQuery1000x20(b *testing.B) {
 	ctx := context.Background()
-	store, must := benchTenant(b)
+	cp, store, must := benchTenant(b)
 	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
 	for i := range 1000 {
 		id := fmt.Sprintf("env%04d", i)
@@ -35,15 +32,13 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 		must(store.AssignEnvironment(ctx, id, "acme"))
 		env := map[bool]string{true: "production", false: "staging"}[i%2 == 0]
 		must(store.SetEnvironmentLabels(ctx, id, map[string]string{"env": env, "team": "payments"}))
-		must(store.RecordHeartbeat(ctx, id, string(hb), nil))
+		must(store.RecordHeartbeat(ctx, id, string(hb), allCommands()))
 		for j := range 20 {
 			tier := map[bool]string{true: "web", false: "data"}[j%2 == 0]
 			must(store.SetNamespaceTarget(ctx, id, fmt.Sprintf("ns-%02d", j), map[string]string{"tier": tier}))
 		}
 	}
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: key, AdminToken: admin, NextHeartbeat: time.Second, KeyEncryption: testKEK(key)}).Handler())
-	b.Cleanup(srv.Close)
+	srv := cp
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		req, _ := http.NewRequest("GET", srv.URL+"/admin/tenants/acme/projects/shop/stages/prod/targets", nil)
@@ -68,7 +63,7 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 // enqueueing and the audit record.
 func BenchmarkStageDeploy(b *testing.B) {
 	ctx := context.Background()
-	store, must := benchTenant(b)
+	cp, store, must := benchTenant(b)
 	must(store.SetEntitlement(ctx, "acme", targeting.Entitlement{MaxProxies: 1 << 30, ExpiresAt: time.Now().Add(24 * time.Hour)}))
 	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
 	for i := range 100 {
@@ -76,7 +71,7 @@ func BenchmarkStageDeploy(b *testing.B) {
 		must(store.CreateEnvironment(ctx, id, id, "hash-"+id))
 		must(store.AssignEnvironment(ctx, id, "acme"))
 		must(store.SetEnvironmentLabels(ctx, id, map[string]string{"env": "production"}))
-		must(store.RecordHeartbeat(ctx, id, string(hb), nil))
+		must(store.RecordHeartbeat(ctx, id, string(hb), allCommands()))
 		must(store.SetNamespaceTarget(ctx, id, "web", map[string]string{"tier": "web"}))
 		var proxies []protocol.Deployment
 		for j := range 20 {
@@ -84,9 +79,7 @@ func BenchmarkStageDeploy(b *testing.B) {
 		}
 		must(store.ReplaceInventory(ctx, id, proxies))
 	}
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: key, AdminToken: admin, KeyEncryption: testKEK(key)}).Handler())
-	b.Cleanup(srv.Close)
+	srv := cp
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		body, _ := json.Marshal(controlplane.StageDeploy{Environment: "env000", Namespace: "web", Manifests: []json.RawMessage{proxyIn("web", fmt.Sprintf("new%06d", i))}})
@@ -106,13 +99,10 @@ func BenchmarkStageDeploy(b *testing.B) {
 
 // benchTenant is a store with tenant acme, project shop and its stage prod (env=production,
 // tier=web), and a must that fails the benchmark on an error.
-func benchTenant(b *testing.B) (*storage.Store, func(error)) {
+func benchTenant(b *testing.B) (*testcontrolplane.ControlPlane, *storage.Store, func(error)) {
 	ctx := context.Background()
-	store, err := storage.Open(filepath.Join(b.TempDir(), "cp.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
+	cp := testcontrolplane.StartT(b, testcontrolplane.Options{AdminToken: admin, NextHeartbeat: time.Second})
+	store := cp.Store
 	must := func(err error) {
 		if err != nil {
 			b.Fatal(err)
@@ -122,5 +112,5 @@ func benchTenant(b *testing.B) (*storage.Store, func(error)) {
 	must(store.CreateProject(ctx, "acme", "shop"))
 	must(store.SetStage(ctx, "acme", storage.StoredStage{Stage: targeting.Stage{Project: "shop", Name: "prod",
 		Environments: targeting.Selector{"env": "production"}, NamespaceTargets: targeting.Selector{"tier": "web"}}}))
-	return store, must
+	return cp, store, must
 }

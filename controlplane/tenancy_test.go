@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 
 	"github.com/nexo-io/nexo-edge/contract/protocol"
@@ -115,7 +116,7 @@ func TestCapabilityMatrixThroughTheAPI(t *testing.T) {
 	tn.heartbeat(t, &protocol.Limits{Namespaces: []string{"web"}, ImageRepositories: []string{"registry.example.com/nexo/proxy"}})
 	n := 0
 	unique := func() string { n++; return fmt.Sprintf("x%d", n) }
-	requests := map[targeting.Action]func(token string) (int, string){}
+	requests := map[authz.Action]func(token string) (int, string){}
 	call := func(method, path string, body any) func(string) (int, string) {
 		return func(token string) (int, string) {
 			var e protocol.Error
@@ -123,43 +124,48 @@ func TestCapabilityMatrixThroughTheAPI(t *testing.T) {
 			return code, e.Error
 		}
 	}
-	requests[targeting.ManagePrincipals] = func(tok string) (int, string) {
+	requests[authz.ManagePrincipals] = func(tok string) (int, string) {
 		return call("POST", acme+"/principals", map[string]string{"name": unique()})(tok)
 	}
-	requests[targeting.ManageEnvironments] = func(tok string) (int, string) {
+	requests[authz.ManageEnvironments] = func(tok string) (int, string) {
 		return call("POST", acme+"/environments", map[string]string{"name": unique()})(tok)
 	}
-	requests[targeting.SetEnvironmentLabels] = call("PUT", acme+"/environments/"+tn.env.ID+"/labels", map[string]any{"labels": map[string]string{"env": "production", "team": "payments", "region": "eu-west"}})
-	requests[targeting.ManageNamespaceTarget] = call("PUT", acme+"/environments/"+tn.env.ID+"/namespace-targets/web", map[string]any{"labels": map[string]string{"tier": "web"}})
-	requests[targeting.ManageProjects] = func(tok string) (int, string) {
+	requests[authz.SetEnvironmentLabels] = call("PUT", acme+"/environments/"+tn.env.ID+"/labels", map[string]any{"labels": map[string]string{"env": "production", "team": "payments", "region": "eu-west"}})
+	requests[authz.ManageNamespaceTarget] = call("PUT", acme+"/environments/"+tn.env.ID+"/namespace-targets/web", map[string]any{"labels": map[string]string{"tier": "web"}})
+	requests[authz.ManageProjects] = func(tok string) (int, string) {
 		return call("POST", acme+"/projects", map[string]string{"name": unique()})(tok)
 	}
-	requests[targeting.SetStage] = call("PUT", acme+"/projects/shop/stages/prod", controlplane.StageSpec{Environments: map[string]string{"env": "production", "team": "payments"}, Namespaces: map[string]string{"tier": "web"}})
-	requests[targeting.Deploy] = call("POST", acme+"/projects/shop/stages/prod/deploy", controlplane.StageDeploy{Environment: tn.env.ID, Namespace: "web", Manifests: []json.RawMessage{deployManifest}})
-	requests[targeting.Rollout] = call("POST", acme+"/projects/shop/stages/prod/rollout", controlplane.StageRollout{Environment: tn.env.ID, Image: "registry.example.com/nexo/proxy:0.3.1"})
-	requests[targeting.Uninstall] = call("POST", acme+"/projects/shop/stages/prod/uninstall", controlplane.StageUninstall{Environment: tn.env.ID, Namespace: "web", Name: "not-deployed"})
-	requests[targeting.ReadTargets] = call("GET", acme+"/projects/shop/stages/prod/targets", nil)
-	requests[targeting.ReadAudit] = call("GET", acme+"/audit", nil)
-	if len(requests) != len(targeting.Actions) {
-		t.Fatalf("%d requests for %d actions", len(requests), len(targeting.Actions))
+	requests[authz.SetStage] = call("PUT", acme+"/projects/shop/stages/prod", controlplane.StageSpec{Environments: map[string]string{"env": "production", "team": "payments"}, Namespaces: map[string]string{"tier": "web"}})
+	requests[authz.Deploy] = call("POST", acme+"/projects/shop/stages/prod/deploy", controlplane.StageDeploy{Environment: tn.env.ID, Namespace: "web", Manifests: []json.RawMessage{deployManifest}})
+	requests[authz.Rollout] = call("POST", acme+"/projects/shop/stages/prod/rollout", controlplane.StageRollout{Environment: tn.env.ID, Image: "registry.example.com/nexo/proxy:0.3.1"})
+	requests[authz.Uninstall] = call("POST", acme+"/projects/shop/stages/prod/uninstall", controlplane.StageUninstall{Environment: tn.env.ID, Namespace: "web", Name: "not-deployed"})
+	requests[authz.ReadTargets] = call("GET", acme+"/projects/shop/stages/prod/targets", nil)
+	requests[authz.ReadAudit] = call("GET", acme+"/audit", nil)
+	requests[authz.ShareNamespaceTargets] = call("PUT", acme+"/projects/shop/stages/shared", controlplane.StageSpec{Environments: map[string]string{"env": "production"}, Namespaces: map[string]string{"tier": "web"}, SharedTargets: true})
+	requests[authz.ReadEntitlement] = call("GET", acme+"/entitlement", nil)
+	// Sharing a stage's targets is asked for by setting a stage: a role that may not set one is
+	// refused that first.
+	refusedAs := map[authz.Action]authz.Action{authz.ShareNamespaceTargets: authz.SetStage}
+	if len(requests) != len(authz.Actions) {
+		t.Fatalf("%d requests for %d actions", len(requests), len(authz.Actions))
 	}
 	// A proxy of project shop is deployed in web, so a rollout has something to re-sign. The
 	// uninstall request names a proxy that is not deployed: allowed roles get past
-	// authorization to the 404 (project_test.go uninstalls for real).
+	// authorization to the 404 (hostile_test.go, TestProjectScope, uninstalls for real).
 	tn.deployApplied(t, "orders")
-	succeeded := func(action targeting.Action, code int) bool {
-		if action == targeting.Uninstall {
+	succeeded := func(action authz.Action, code int) bool {
+		if action == authz.Uninstall {
 			return code == 404
 		}
 		return code >= 200 && code <= 299
 	}
-	for _, action := range targeting.Actions {
+	for _, action := range authz.Actions {
 		for _, role := range targeting.Roles {
 			code, msg := requests[action](tn.tokens[role])
 			switch {
-			case targeting.Can(role, action) && !succeeded(action, code):
+			case authz.Can(role, action) && !succeeded(action, code):
 				t.Errorf("%s may %s, got %d %s", role, action, code, msg)
-			case !targeting.Can(role, action) && (code != 403 || !strings.Contains(msg, string(action)) || !strings.Contains(msg, "it takes one of")):
+			case !authz.Can(role, action) && (code != 403 || !(strings.Contains(msg, string(action)) || refusedAs[action] != "" && !authz.Can(role, refusedAs[action]) && strings.Contains(msg, string(refusedAs[action]))) || !strings.Contains(msg, "it takes one of")):
 				t.Errorf("%s may not %s, got %d %q", role, action, code, msg)
 			}
 		}
@@ -175,7 +181,7 @@ func TestCapabilityMatrixThroughTheAPI(t *testing.T) {
 	var other controlplane.NewPrincipal
 	tn.do("POST", "/admin/tenants/globex/principals", admin, map[string]string{"name": "mallory"}, &other)
 	tn.do("POST", "/admin/tenants/globex/role-bindings", admin, map[string]string{"principal": "mallory", "role": "tenant-admin"}, nil)
-	for _, action := range targeting.Actions {
+	for _, action := range authz.Actions {
 		if code, _ := requests[action](other.Token); code != 403 {
 			t.Errorf("globex's tenant admin %s in acme: %d", action, code)
 		}

@@ -176,8 +176,8 @@ func (a *Agent) controlPlaneURL() string {
 	return a.url
 }
 
-// New builds an Agent.
-func New(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agent {
+// NewAgent builds an Agent over a client and a discovery client (New builds them for a process).
+func NewAgent(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agent {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 15 * time.Second}
 	}

@@ -20,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nexo-io/nexo-edge/controlplane/storage"
-
 	"github.com/go-logr/logr/funcr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +46,7 @@ import (
 	"github.com/nexo-io/nexo-edge/manager"
 	"github.com/nexo-io/nexo-edge/operator"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
@@ -72,12 +71,18 @@ var (
 
 // controlPlane is the real reference Control Plane behind a switch that can make acks fail.
 type controlPlane struct {
-	srv      *httptest.Server
+	// srv is the real Control Plane behind the faults below; srv.Restart replaces it with a new
+	// process on the same database.
+	srv      *testcontrolplane.ControlPlane
 	failAcks atomic.Int32 // the next N acks answer 500
 	ackCalls atomic.Int32
-	hang     atomic.Bool  // every request hangs longer than the Manager's timeout
-	real     atomic.Value // http.Handler of the current Control Plane process
-	restart  func()       // replaces the Control Plane with a new one on the same database
+	hang     atomic.Bool // every request hangs longer than the Manager's timeout
+}
+
+func (c *controlPlane) restart() {
+	if err := c.srv.Restart(); err != nil {
+		panic(err)
+	}
 }
 
 func (c *controlPlane) admin(method, path string, body, out any) int {
@@ -144,38 +149,29 @@ func run(m *testing.M) int {
 	keyFile := filepath.Join(cluster.Dir, "vendor.pem")
 	_ = os.WriteFile(keyFile, signature.MarshalPublicKey(vendorPub), 0o600)
 
-	dbPath := filepath.Join(cluster.Dir, "cp.db")
-	store, err := storage.Open(dbPath)
+	cp = &controlPlane{}
+	cp.srv, err = testcontrolplane.Start(testcontrolplane.Options{DB: filepath.Join(cluster.Dir, "cp.db"), Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second,
+		Wrap: func(real http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if cp.hang.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+					time.Sleep(2 * time.Second)
+				}
+				if strings.HasSuffix(r.URL.Path, "/ack") {
+					cp.ackCalls.Add(1)
+					if cp.failAcks.Load() > 0 {
+						cp.failAcks.Add(-1)
+						http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
+						return
+					}
+				}
+				real.ServeHTTP(w, r)
+			})
+		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { _ = store.Close() }()
-	cp = &controlPlane{}
-	kek, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
-	cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
-	cp.restart = func() {
-		_ = store.Close()
-		if store, err = storage.Open(dbPath); err != nil {
-			panic(err)
-		}
-		cp.real.Store((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
-	}
-	cp.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cp.hang.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
-			time.Sleep(2 * time.Second)
-		}
-		if strings.HasSuffix(r.URL.Path, "/ack") {
-			cp.ackCalls.Add(1)
-			if cp.failAcks.Load() > 0 {
-				cp.failAcks.Add(-1)
-				http.Error(w, `{"error":"injected failure"}`, http.StatusInternalServerError)
-				return
-			}
-		}
-		cp.real.Load().(http.Handler).ServeHTTP(w, r)
-	}))
-	defer cp.srv.Close()
+	defer cp.srv.Stop()
 	var env controlplane.NewEnvironment
 	cp.admin("POST", "/admin/environments", map[string]string{"name": "agent-test"}, &env)
 	token, envID = env.Token, env.ID
@@ -229,7 +225,7 @@ func newAgent(t *testing.T, opts ...func(*manager.Config)) *manager.Agent {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return manager.New(cfg, managerClient, d)
+	return manager.NewAgent(cfg, managerClient, d)
 }
 
 func enqueue(t *testing.T, c protocol.Command) string {

@@ -85,7 +85,7 @@ func FuzzCommands(f *testing.F) {
 		existing.SetLabels(map[string]string{wire.OwnerLabel: "env-" + env, wire.ManagedByLabel: wire.ManagedByControlPlane})
 		proxy := &nexov1alpha1.NexoProxy{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "shop", Labels: map[string]string{wire.OwnerLabel: "env-" + env}}}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(existing, proxy).Build()
-		a := New(Config{TokenFile: tokenFile, ControlPlaneURL: "http://cp.invalid", Namespace: "nexo-system",
+		a := NewAgent(Config{TokenFile: tokenFile, ControlPlaneURL: "http://cp.invalid", Namespace: "nexo-system",
 			TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 				return map[string]ed25519.PublicKey{signature.KeyID(pub): pub}, nil
 			}, Log: logr.Discard()}, c, nil)

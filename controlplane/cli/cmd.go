@@ -111,9 +111,9 @@ func serveCmd() *cobra.Command {
 			if checkpointFile == "" {
 				checkpointFile = db + ".audit-checkpoint"
 			}
-			s := &controlplane.Server{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default(), PublicURL: publicURL,
-				KeyEncryption: kek, Checkpoint: &controlplane.Checkpoint{Path: checkpointFile, Key: priv}}
-			if err := s.Init(cmd.Context()); err != nil {
+			s, err := controlplane.New(cmd.Context(), controlplane.Config{Store: store, Key: priv, AdminToken: strings.TrimSpace(string(adminTok)), NextHeartbeat: heartbeat, Log: slog.Default(), PublicURL: publicURL,
+				KeyEncryption: kek, Checkpoint: &controlplane.Checkpoint{Path: checkpointFile, Key: priv}})
+			if err != nil {
 				return err
 			}
 			srv := controlplane.NewHTTPServer(listen, s.Handler())

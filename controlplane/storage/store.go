@@ -1,6 +1,9 @@
-// Package controlplane is the reference Control Plane: environments with connect tokens (only
-// their hashes are stored), the Manager protocol (heartbeat, ack), a command queue per
-// environment and an admin API. Storage is embedded SQLite, so a restart loses nothing.
+// Package storage is the reference Control Plane's storage layer: one embedded SQLite file
+// (schema.go, with its migrations) holding environments and their connect-token hashes,
+// heartbeats and inventories, the command queue with typed states, the deployed set, signing
+// keys (sealed by the caller), tenancy, the license entitlement and the hash-chained audit
+// history. Every method runs in the transaction its context carries (InTx). It knows nothing of
+// HTTP: the handlers in package controlplane turn its records and errors into answers.
 package storage
 
 import (

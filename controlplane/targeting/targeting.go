@@ -1,7 +1,8 @@
-// Package targeting decides who may deploy what where on the reference Control Plane
-// (docs/controlplane.md, "Targeting"): the roles and what each may do, exact label selectors,
+// Package targeting decides where a project stage may deploy on the reference Control Plane
+// (docs/controlplane.md, "Targeting"): the roles a principal may hold, exact label selectors,
 // and, for a project stage, which environments and namespace targets are eligible and which of
-// those are deployable. Pure functions: the store feeds them, the API answers with them.
+// those are deployable; and the license entitlement. Pure functions: the store feeds them, the
+// API answers with them. What each role may do is controlplane/authz's capability table.
 package targeting
 
 import (
@@ -28,46 +29,6 @@ const (
 
 // Roles, from most to least powerful.
 var Roles = []Role{TenantAdmin, ProjectManager, Editor, Viewer}
-
-// Action is something a principal asks the Control Plane to do.
-type Action string
-
-const (
-	ManagePrincipals      Action = "principal.manage"       // create principals, bind and unbind roles
-	ManageEnvironments    Action = "environment.manage"     // register environments, rotate their tokens
-	SetEnvironmentLabels  Action = "environment.set-labels" // the labels stage selectors match
-	ManageNamespaceTarget Action = "namespace-target.manage"
-	ManageProjects        Action = "project.manage" // create and delete projects
-	SetStage              Action = "stage.set"      // a stage's selectors
-	Deploy                Action = "deploy"
-	Rollout               Action = "rollout"
-	Uninstall             Action = "uninstall"
-	ReadTargets           Action = "targets.read"
-	ReadAudit             Action = "audit.read"
-)
-
-// Actions in the order docs/controlplane.md lists them.
-var Actions = []Action{ManagePrincipals, ManageEnvironments, SetEnvironmentLabels, ManageNamespaceTarget, ManageProjects,
-	SetStage, Deploy, Rollout, Uninstall, ReadTargets, ReadAudit}
-
-// capabilities is the capability table: which roles may take each action. Tenant-level actions
-// belong to tenant admins alone; a project's roles act inside their project only (Can).
-var capabilities = map[Action][]Role{
-	ManagePrincipals:      {TenantAdmin},
-	ManageEnvironments:    {TenantAdmin},
-	SetEnvironmentLabels:  {TenantAdmin},
-	ManageNamespaceTarget: {TenantAdmin},
-	ManageProjects:        {TenantAdmin},
-	SetStage:              {TenantAdmin, ProjectManager},
-	Deploy:                {TenantAdmin, ProjectManager, Editor},
-	Rollout:               {TenantAdmin, ProjectManager, Editor},
-	Uninstall:             {TenantAdmin, ProjectManager},
-	ReadTargets:           {TenantAdmin, ProjectManager, Editor, Viewer},
-	ReadAudit:             {TenantAdmin}, // the tenant's whole history: tenant-wide
-}
-
-// Can reports whether role may take action.
-func Can(role Role, action Action) bool { return slices.Contains(capabilities[action], role) }
 
 // Selector is an exact label match: every key must be present with that value. An empty
 // selector matches nothing (a stage must say where it deploys).

@@ -21,7 +21,7 @@ import (
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/preflight/schemadiff"
-	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
+	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 )
 
 const changelog = "CHANGELOG.md"

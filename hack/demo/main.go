@@ -254,9 +254,9 @@ func (d *demo) startControlPlane(context.Context) error {
 	if err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
-	cpSrv := &controlplane.Server{Store: d.cpStore, Key: cpKey, AdminToken: d.adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr,
-		KeyEncryption: kek, Checkpoint: &controlplane.Checkpoint{Path: d.path("controlplane.db.audit-checkpoint"), Key: cpKey}}
-	if err := cpSrv.Init(context.Background()); err != nil {
+	cpSrv, err := controlplane.New(context.Background(), controlplane.Config{Store: d.cpStore, Key: cpKey, AdminToken: d.adminToken, NextHeartbeat: 5 * time.Second, PublicURL: "http://" + cpAddr,
+		KeyEncryption: kek, Checkpoint: &controlplane.Checkpoint{Path: d.path("controlplane.db.audit-checkpoint"), Key: cpKey}})
+	if err != nil {
 		return &stepErr{step: "start the Control Plane", err: err}
 	}
 	lis, err := net.Listen("tcp", cpAddr)

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
+	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 )
 
 // releasesDir keeps every released version's artefacts (docs/release.md, "Released artefacts").

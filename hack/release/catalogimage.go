@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
+	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 )
 
 // The catalog image (docs/release.md, "The catalog image"): the file-based catalog olm/catalog

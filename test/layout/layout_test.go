@@ -35,7 +35,12 @@ var below = map[string][]string{
 	// The binaries' trees.
 	"operator":     {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"manager":      {"catalog", "api", "config", "contract"},
-	"controlplane": {"catalog", "api", "config", "contract"},
+	// The reference Control Plane in layers: decisions, storage, authorization, then the HTTP
+	// handlers and the command line (controlplane, controlplane/cli).
+	"controlplane/targeting": {"catalog", "api", "config", "contract"},
+	"controlplane/storage":   {"catalog", "api", "config", "contract", "controlplane/targeting"},
+	"controlplane/authz":     {"catalog", "api", "config", "contract", "controlplane/targeting", "controlplane/storage"},
+	"controlplane":           {"catalog", "api", "config", "contract", "controlplane/targeting", "controlplane/storage", "controlplane/authz"},
 	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
 	// Thin mains: each its own tree and what that tree may import.
 	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers", "controllers/render"},
@@ -44,10 +49,10 @@ var below = map[string][]string{
 	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
 	// Test tooling: the product, never a test suite or hack/.
 	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases",
-		"operator", "manager", "controlplane", "nexoctl"},
+		"operator", "manager", "controlplane", "controlplane/targeting", "controlplane/storage", "controlplane/authz", "nexoctl"},
 	// Development tools: anything but the test suites.
 	"hack": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases",
-		"operator", "manager", "controlplane", "nexoctl", "test/framework"},
+		"operator", "manager", "controlplane", "controlplane/targeting", "controlplane/storage", "controlplane/authz", "nexoctl", "test/framework"},
 }
 
 // treeOf is the tree a package path (relative to the module) belongs to; test suites
@@ -57,6 +62,8 @@ func treeOf(rel string) string {
 	switch {
 	case len(parts) > 1 && parts[0] == "controllers" && parts[1] == "render":
 		return "controllers/render"
+	case len(parts) > 1 && parts[0] == "controlplane" && (parts[1] == "targeting" || parts[1] == "storage" || parts[1] == "authz"):
+		return "controlplane/" + parts[1]
 	case parts[0] == "cmd" && len(parts) > 1:
 		return "cmd/" + parts[1]
 	case parts[0] == "test" && len(parts) > 1 && parts[1] == "framework":
@@ -122,6 +129,31 @@ func TestImportsRunDownward(t *testing.T) {
 	}
 }
 
+// httpFree are the Control Plane's layers below its HTTP handlers: they decide and store, and
+// never see a request or write an answer.
+var httpFree = []string{"controlplane/targeting", "controlplane/storage", "controlplane/authz"}
+
+// TestControlPlaneLayersKnowNoHTTP fails when storage, authorization or the targeting decisions
+// import net/http: the HTTP layer turns their errors into answers, they do not.
+func TestControlPlaneLayersKnowNoHTTP(t *testing.T) {
+	found := 0
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		if !slices.Contains(httpFree, treeOf(rel)) {
+			continue
+		}
+		found++
+		for _, imp := range p.Imports {
+			if imp == "net/http" || strings.HasPrefix(imp, "net/http/") {
+				t.Errorf("%s imports %s: the Control Plane's HTTP layer is package controlplane", p.ImportPath, imp)
+			}
+		}
+	}
+	if found != len(httpFree) {
+		t.Errorf("found %d of the %d layers %v", found, len(httpFree), httpFree)
+	}
+}
+
 // TestTreesFormNoCycle: the table itself is layered, so no chain of allowed imports between
 // trees leads back to where it started.
 func TestTreesFormNoCycle(t *testing.T) {
@@ -170,6 +202,9 @@ func TestTreeOf(t *testing.T) {
 		"controllers/render":         "controllers/render",
 		"controllers/slimcache":      "controllers",
 		"hack/genpkg":                "hack",
+		"controlplane/storage":       "controlplane/storage",
+		"controlplane/authz":         "controlplane/authz",
+		"controlplane/cli":           "controlplane",
 	} {
 		if got := treeOf(rel); got != want {
 			t.Errorf("treeOf(%q) = %q, want %q", rel, got, want)

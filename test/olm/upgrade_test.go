@@ -28,7 +28,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
-	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
+	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 

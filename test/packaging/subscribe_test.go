@@ -15,7 +15,7 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/nexo-io/nexo-edge/test/framework/releasebuild"
+	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 

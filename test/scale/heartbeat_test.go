@@ -8,12 +8,9 @@ package scale_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +19,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/nexo-io/nexo-edge/controlplane/storage"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +35,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/manager"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
@@ -79,27 +75,25 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	store, err := storage.Open(filepath.Join(cluster.Dir, "cp.db"))
+	cp, err := testcontrolplane.Start(testcontrolplane.Options{DB: filepath.Join(cluster.Dir, "cp.db"), AdminToken: adminToken, NextHeartbeat: time.Second,
+		Wrap: func(real http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/heartbeat" {
+					body, _ := io.ReadAll(r.Body)
+					beatsMu.Lock()
+					beats = append(beats, len(body))
+					beatsMu.Unlock()
+					r.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				real.ServeHTTP(w, r)
+			})
+		}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer store.Close()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	kek, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
-	real := (&controlplane.Server{Store: store, Key: key, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/heartbeat" {
-			body, _ := io.ReadAll(r.Body)
-			beatsMu.Lock()
-			beats = append(beats, len(body))
-			beatsMu.Unlock()
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		real.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	cpURL = srv.URL
+	defer cp.Stop()
+	cpURL = cp.URL
 	var env controlplane.NewEnvironment
 	if err := (controlplane.AdminClient{URL: cpURL, Token: adminToken}).Do("POST", "/admin/environments", map[string]string{"name": "scale"}, &env); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -181,7 +175,7 @@ func newManager(t *testing.T) *manager.Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return manager.New(manager.Config{TokenFile: tokenFile, ControlPlaneURL: cpURL, Namespace: testinstall.Namespace, Version: "scale",
+	return manager.NewAgent(manager.Config{TokenFile: tokenFile, ControlPlaneURL: cpURL, Namespace: testinstall.Namespace, Version: "scale",
 		RESTConfig: cfg, Log: logr.Discard()}, c, d)
 }
 

@@ -10,14 +10,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nexo-io/nexo-edge/controlplane/storage"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -43,6 +40,7 @@ import (
 	"github.com/nexo-io/nexo-edge/operator"
 	"github.com/nexo-io/nexo-edge/test/framework/rbacdoc"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
@@ -300,16 +298,9 @@ func TestManagerWorksUnderItsOwnRBAC(t *testing.T) {
 // returns an admin client and the public key it signs commands with.
 func startControlPlane(t *testing.T) (controlplane.AdminClient, ed25519.PublicKey) {
 	t.Helper()
-	cpPub, cpKey, _ := ed25519.GenerateKey(rand.Reader)
-	store, err := storage.Open(filepath.Join(t.TempDir(), "cp.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const adminToken = "security-test-admin-token"
-	kek, _ := controlplane.NewAESKeyEncrypter(controlplane.GenerateKeyEncryptionKey())
-	srv := httptest.NewServer((&controlplane.Server{Store: store, Key: cpKey, AdminToken: adminToken, NextHeartbeat: time.Second, KeyEncryption: kek}).Handler())
-	t.Cleanup(func() { srv.Close(); _ = store.Close() })
-	return controlplane.AdminClient{URL: srv.URL, Token: adminToken}, cpPub
+	cp := testcontrolplane.StartT(t, testcontrolplane.Options{AdminToken: adminToken, NextHeartbeat: time.Second})
+	return cp.Admin, cp.Key.Public().(ed25519.PublicKey)
 }
 
 // chartManager builds Managers that run as the chart's nexo-manager ServiceAccount and connect to
@@ -346,7 +337,7 @@ func newChartManager(t *testing.T, url, token string, cpPub ed25519.PublicKey) *
 
 // agent is a Manager with limits as its own (the chart's RBAC and admission are the cluster's).
 func (m *chartManager) agent(limits protocol.Limits) *manager.Agent {
-	return manager.New(manager.Config{TokenFile: m.tokenFile, ControlPlaneURL: m.url, Namespace: testinstall.Namespace, Version: catalog.BuildVersion, Log: logr.Discard(), RESTConfig: m.cfg,
+	return manager.NewAgent(manager.Config{TokenFile: m.tokenFile, ControlPlaneURL: m.url, Namespace: testinstall.Namespace, Version: catalog.BuildVersion, Log: logr.Discard(), RESTConfig: m.cfg,
 		Limits: limits, TrustedKeys: func() (map[string]ed25519.PublicKey, error) {
 			return map[string]ed25519.PublicKey{signature.KeyID(m.trusted): m.trusted}, nil
 		}}, m.client, m.discovery)

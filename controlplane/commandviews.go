@@ -88,7 +88,7 @@ func orElse(s, def string) string {
 
 // commandViews are cmds with their proxies, from the stored proxies of each and the inventory.
 func (s *Server) commandViews(ctx context.Context, envID string, cmds []storage.CommandRecord, deployed []protocol.Deployment) ([]CommandView, error) {
-	refs, err := s.Store.CommandProxies(ctx, envID)
+	refs, err := s.cfg.Store.CommandProxies(ctx, envID)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
-// The admin API (docs/protocol.md, "Admin API"): environments, their tokens and health, and
-// the command queue.
+// Environments (docs/protocol.md, "Admin API"; docs/controlplane.md, "Targeting"): the admin
+// token's registration, listing, view, token rotation and health, and a tenant admin's
+// environments, their labels and namespace targets.
 
 package controlplane
 
@@ -15,11 +16,127 @@ import (
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
+	"github.com/nexo-io/nexo-edge/controlplane/targeting"
 )
 
-// adminActor is who the admin token acts as in the audit history.
-const adminActor, adminRole = "admin", "admin"
+// createTenantEnvironment is POST /admin/tenants/{tenant}/environments {"name"}: an environment
+// of the tenant, its connect token shown this once.
+func (s *Server) createTenantEnvironment(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
+	name, err := decodeName(r, "environment", validDisplayName)
+	if err != nil {
+		return err
+	}
+	env, token, err := s.registerEnvironment(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.AssignEnvironment(r.Context(), env.ID, r.PathValue("tenant")); err != nil {
+		return err
+	}
+	auditOf(r).target = env.ID
+	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
+	return nil
+}
+
+// tenantEnvironment resolves the path's environment in the path's tenant: another tenant's
+// environment is answered as unknown (404).
+func (s *Server) tenantEnvironment(r *http.Request) (string, error) {
+	env, tenant := r.PathValue("env"), r.PathValue("tenant")
+	owner, err := s.cfg.Store.EnvironmentTenant(r.Context(), env)
+	if err != nil {
+		return "", err
+	}
+	if owner != tenant {
+		return "", fail(http.StatusNotFound, "no environment %s in tenant %s", env, tenant)
+	}
+	auditOf(r).target = env
+	return env, nil
+}
+
+// rotateTenantToken is POST /admin/tenants/{tenant}/environments/{env}/token {"graceSeconds"}
+// (body optional): the tenant admin's connect-token rotation, with the same grace as the admin
+// token's (rotate, above).
+func (s *Server) rotateTenantToken(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
+	id, err := s.tenantEnvironment(r)
+	if err != nil {
+		return err
+	}
+	env, err := s.cfg.Store.Environment(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return s.rotate(w, r, env)
+}
+
+// labelsRequest is the body that sets labels.
+type labelsRequest struct {
+	Labels map[string]string `json:"labels"`
+}
+
+// environmentLabels reads a {"labels"} body for the path's environment of the tenant, and
+// checks the labels (what names them in a refusal).
+func (s *Server) environmentLabels(r *http.Request, what string) (string, labelsRequest, error) {
+	var req labelsRequest
+	if err := decode(r, &req, smallBody); err != nil {
+		return "", req, err
+	}
+	env, err := s.tenantEnvironment(r)
+	if err != nil {
+		return "", req, err
+	}
+	if err := targeting.ValidateLabels(what, req.Labels); err != nil {
+		return "", req, fail(http.StatusBadRequest, "%v", err)
+	}
+	return env, req, nil
+}
+
+// setEnvironmentLabels is PUT /admin/tenants/{tenant}/environments/{env}/labels {"labels"}.
+func (s *Server) setEnvironmentLabels(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
+	env, req, err := s.environmentLabels(r, "environment labels")
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.SetEnvironmentLabels(r.Context(), env, req.Labels); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, req)
+	return nil
+}
+
+// setNamespaceTarget is PUT /admin/tenants/{tenant}/environments/{env}/namespace-targets/{namespace}.
+func (s *Server) setNamespaceTarget(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
+	ns := r.PathValue("namespace")
+	if err := validName("namespace", ns); err != nil {
+		return err
+	}
+	env, req, err := s.environmentLabels(r, "namespace target labels")
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.SetNamespaceTarget(r.Context(), env, ns, req.Labels); err != nil {
+		return err
+	}
+	auditOf(r).target = env + "/" + ns
+	writeJSON(w, http.StatusOK, req)
+	return nil
+}
+
+// registerEnvironment creates an environment and its connect token.
+func (s *Server) registerEnvironment(ctx context.Context, name string) (storage.Environment, string, error) {
+	id := randomID(6) // 12 lowercase hex digits
+	token, err := connecttoken.New(id)
+	if err != nil {
+		return storage.Environment{}, "", fmt.Errorf("cannot issue a token: %w", err)
+	}
+	if err := s.cfg.Store.CreateEnvironment(ctx, id, name, connecttoken.Hash(token)); err != nil {
+		return storage.Environment{}, "", err
+	}
+	env, err := s.cfg.Store.Environment(ctx, id)
+	s.log().Info("environment registered", "environment", id)
+	return env, token, err
+}
 
 // NewEnvironment is the admin API's answer to a registration: the token is shown this once.
 type NewEnvironment struct {
@@ -36,13 +153,13 @@ func randomID(n int) string {
 // pathEnvironment resolves the path's environment (404 otherwise) and makes it the audit target,
 // in its tenant's history.
 func (s *Server) pathEnvironment(r *http.Request) (storage.Environment, error) {
-	env, err := s.Store.Environment(r.Context(), r.PathValue("env"))
+	env, err := s.cfg.Store.Environment(r.Context(), r.PathValue("env"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return env, fail(http.StatusNotFound, "no environment %s", r.PathValue("env"))
 	} else if err != nil {
 		return env, err
 	}
-	tenant, err := s.Store.EnvironmentTenant(r.Context(), env.ID)
+	tenant, err := s.cfg.Store.EnvironmentTenant(r.Context(), env.ID)
 	if err != nil {
 		return env, err
 	}
@@ -112,7 +229,7 @@ func (s *Server) rotate(w http.ResponseWriter, r *http.Request, env storage.Envi
 		return err
 	}
 	until := s.now().Add(grace)
-	if err := s.Store.RotateToken(r.Context(), env.ID, connecttoken.Hash(token), until); err != nil {
+	if err := s.cfg.Store.RotateToken(r.Context(), env.ID, connecttoken.Hash(token), until); err != nil {
 		return err
 	}
 	s.log().Info("connect token rotated", "environment", env.ID, "oldValidUntil", until.UTC().Format(time.RFC3339))
@@ -153,7 +270,7 @@ type Health struct {
 }
 
 func (s *Server) health(ctx context.Context, envID string, now time.Time) (Health, string, error) {
-	at, body, err := s.Store.LastHeartbeat(ctx, envID)
+	at, body, err := s.cfg.Store.LastHeartbeat(ctx, envID)
 	if err != nil {
 		return Health{}, "", err
 	}
@@ -179,7 +296,7 @@ type EnvironmentSummary struct {
 }
 
 func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request) error {
-	envs, err := s.Store.Environments(r.Context())
+	envs, err := s.cfg.Store.Environments(r.Context())
 	if err != nil {
 		return err
 	}
@@ -212,13 +329,13 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) error {
 		if err := json.Unmarshal([]byte(body), &hb); err != nil {
 			return fmt.Errorf("stored heartbeat of %s: %w", env.ID, err)
 		}
-		hb.Deployments, view.InventoryComplete, err = s.Store.Inventory(r.Context(), env.ID)
+		hb.Deployments, view.InventoryComplete, err = s.cfg.Store.Inventory(r.Context(), env.ID)
 		if err != nil {
 			return err
 		}
 		view.Inventory = &hb
 	}
-	cmds, err := s.Store.Commands(r.Context(), env.ID)
+	cmds, err := s.cfg.Store.Commands(r.Context(), env.ID)
 	if err != nil {
 		return err
 	}
@@ -231,18 +348,4 @@ func (s *Server) showEnvironment(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, view)
 	return nil
-}
-
-// enqueue is POST /admin/environments/{env}/commands: the admin token's command, which skips
-// the stage checks (not the Manager's, nor the cluster's).
-func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
-	env, err := s.pathEnvironment(r)
-	if err != nil {
-		return err
-	}
-	var c protocol.Command
-	if err := decode(r, &c, manifestBody); err != nil {
-		return err
-	}
-	return s.submit(w, r, commandRequest{env: env, cmd: c})
 }
