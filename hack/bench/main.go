@@ -58,8 +58,8 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/controllers/eventpost"
 	"github.com/nexo-io/nexo-edge/controllers/render"
-	"github.com/nexo-io/nexo-edge/test/framework/fleet"
 	"github.com/nexo-io/nexo-edge/hack/releasebuild"
+	"github.com/nexo-io/nexo-edge/test/framework/fleet"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 

@@ -20,8 +20,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/nexo-io/nexo-edge/catalog"
-	"github.com/nexo-io/nexo-edge/preflight/schemadiff"
 	"github.com/nexo-io/nexo-edge/hack/releasebuild"
+	"github.com/nexo-io/nexo-edge/preflight/schemadiff"
 )
 
 const changelog = "CHANGELOG.md"

@@ -33,15 +33,15 @@ var below = map[string][]string{
 	"controllers":        {"catalog", "api", "config", "contract", "controllers/render"},
 	"preflight":          {"catalog", "api", "config", "contract", "controllers/render", "releases"},
 	// The binaries' trees.
-	"operator":     {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
-	"manager":      {"catalog", "api", "config", "contract"},
+	"operator": {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
+	"manager":  {"catalog", "api", "config", "contract"},
 	// The reference Control Plane in layers: decisions, storage, authorization, then the HTTP
 	// handlers and the command line (controlplane, controlplane/cli).
 	"controlplane/targeting": {"catalog", "api", "config", "contract"},
 	"controlplane/storage":   {"catalog", "api", "config", "contract", "controlplane/targeting"},
 	"controlplane/authz":     {"catalog", "api", "config", "contract", "controlplane/targeting", "controlplane/storage"},
 	"controlplane":           {"catalog", "api", "config", "contract", "controlplane/targeting", "controlplane/storage", "controlplane/authz"},
-	"nexoctl":      {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
+	"nexoctl":                {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
 	// Thin mains: each its own tree and what that tree may import.
 	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers", "controllers/render"},
 	"cmd/manager":      {"manager", "catalog", "api", "config", "contract"},

@@ -26,9 +26,9 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 	"github.com/nexo-io/nexo-edge/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
-	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
