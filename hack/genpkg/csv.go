@@ -29,7 +29,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	if err != nil {
 		return nil, err
 	}
-	opDep, err := deployment("config/manager/manager.yaml")
+	opDep, err := deployment("config/operator/operator.yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	if err != nil {
 		return nil, err
 	}
-	mgrDep, err := deployment("config/agent/agent.yaml")
+	mgrDep, err := deployment("config/manager/manager.yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -57,17 +57,17 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	// The Manager serves the same namespaces as the operator: where OLM grants it rights.
 	mgrC := &mgrDep.Spec.Template.Spec.Containers[0]
 	mgrC.Env = append(mgrC.Env, corev1EnvFromAnnotation(wire.WatchNamespacesEnv, "metadata.annotations['olm.targetNamespaces']"))
-	mgrCluster, err := rulesOf("config/agent/agent.yaml", "ClusterRole")
+	mgrCluster, err := rulesOf("config/manager/manager.yaml", "ClusterRole")
 	if err != nil {
 		return nil, err
 	}
-	mgrRelease, err := rulesOf("config/agent/agent.yaml", "Role")
+	mgrRelease, err := rulesOf("config/manager/manager.yaml", "Role")
 	if err != nil {
 		return nil, err
 	}
 	// Its writes: OLM grants them in the target namespaces, as every namespaced permission; the
 	// deploy limit inside them is the Manager's and the admission policy's (docs/rbac.md, OLM).
-	mgrDeploy, err := namedRules("config/agent/agent.yaml", "ClusterRole", "nexo-manager-deploy")
+	mgrDeploy, err := namedRules("config/manager/manager.yaml", "ClusterRole", "nexo-manager-deploy")
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ func TestEveryPlaceNamesTheOneVersion(t *testing.T) {
 	}
 	// Hand-written: every image of ours, and every version label, names this version.
 	ours := regexp.MustCompile(`(ghcr\.io/nexo-io/nexo-[a-z-]+):([0-9][^"\s` + "`" + `]*)|app\.kubernetes\.io/version: (\S+)|tag: "([^"]*)"`)
-	for _, rel := range []string{"charts/nexo-edge/values.yaml", "config/manager/manager.yaml", "config/agent/agent.yaml",
+	for _, rel := range []string{"charts/nexo-edge/values.yaml", "config/operator/operator.yaml", "config/manager/manager.yaml",
 		"bundle/manifests/nexo-operator.clusterserviceversion.yaml", "charts/nexo-edge/README.md"} {
 		found := 0
 		for _, m := range ours.FindAllStringSubmatch(read(rel), -1) {
