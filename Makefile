@@ -47,10 +47,14 @@ verify-generated: generate manifests chart bundle changelog ## Fail when any gen
 	  echo "generated files are stale; run 'make generate manifests chart bundle changelog' and commit:"; \
 	  git status --porcelain -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); exit 1; fi
 
+# Kept per machine beside the cluster tools (hack/build-tools.sh), so a new clone copies it.
+TOOLS_CACHE ?= $(or $(NEXO_TOOLS_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nexo-edge/cluster-tools)
 $(CONTROLLER_GEN):
-	@mkdir -p $(BIN)
-	GOBIN=$(BIN)/.controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
-	mv $(BIN)/.controller-gen/controller-gen $@ && rmdir $(BIN)/.controller-gen
+	@mkdir -p $(BIN) $(TOOLS_CACHE)
+	@if [ ! -x $(TOOLS_CACHE)/controller-gen-$(CONTROLLER_TOOLS_VERSION) ]; then \
+	  GOBIN=$(BIN)/.controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION) && \
+	  mv $(BIN)/.controller-gen/controller-gen $(TOOLS_CACHE)/controller-gen-$(CONTROLLER_TOOLS_VERSION) && rmdir $(BIN)/.controller-gen; fi
+	cp $(TOOLS_CACHE)/controller-gen-$(CONTROLLER_TOOLS_VERSION) $@
 
 ##@ Build
 

@@ -3,12 +3,17 @@
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm
 # (+ kwok's Stage manifests). Each build is pinned by its tools module under hack/tools/<group>
 # and skipped when bin/ already holds a binary stamped with the same go.mod/go.sum digest.
+# Built binaries are kept per machine, as OLM's build is, in
+# ${NEXO_TOOLS_CACHE:-${XDG_CACHE_HOME:-~/.cache}/nexo-edge/cluster-tools}/<name>-<stamp>: a new
+# clone (CI's) copies them from there instead of linking them again.
 # When KUBEBUILDER_ASSETS is set (a user with setup-envtest), etcd and kube-apiserver come from
 # there and are not built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin/.stamps"
+cache=${NEXO_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nexo-edge/cluster-tools}
+mkdir -p "$cache"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 # The Kubernetes binaries report their real version (Helm's kubeVersion check and nexoctl
@@ -24,14 +29,23 @@ done
 build() {
   local group=$1 name=$2 pkg=$3 ldflags=${4:--s} dir="$root/hack/tools/$1"
   local stamp; stamp=$( (cat "$dir/go.mod" "$dir/go.sum"; echo "$ldflags") | sha256sum | cut -c1-16)
+  local cached="$cache/$name-$stamp"
   if [[ -x "$bin/$name" && "$(cat "$bin/.stamps/$name" 2>/dev/null)" == "$stamp" ]]; then
+    [[ -x "$cached" ]] || { cp "$bin/$name" "$cached.tmp" && mv "$cached.tmp" "$cached"; }
     echo "hack/build-tools: $name is up to date"; return
+  fi
+  if [[ -x "$cached" ]]; then
+    cp "$cached" "$bin/$name.tmp" && mv "$bin/$name.tmp" "$bin/$name"
+    echo "$stamp" > "$bin/.stamps/$name"
+    echo "hack/build-tools: $name from the machine's cache ($cache)"; return
   fi
   echo "hack/build-tools: building $name ($group tools module; the first build takes minutes)"
   local start=$SECONDS
-  (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$bin/$name" "$pkg")
+  (cd "$dir" && go build -trimpath -ldflags="$ldflags" -o "$cached.tmp" "$pkg")
+  mv "$cached.tmp" "$cached"
+  cp "$cached" "$bin/$name.tmp" && mv "$bin/$name.tmp" "$bin/$name"
   echo "$stamp" > "$bin/.stamps/$name"
-  echo "hack/build-tools: built $name in $((SECONDS - start))s"
+  echo "hack/build-tools: built $name in $((SECONDS - start))s (kept in $cache)"
 }
 
 if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then

@@ -7,9 +7,11 @@ package releasebuild
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -82,14 +84,84 @@ func Read(root, version string) (Record, error) {
 	return r, nil
 }
 
-// Build extracts the release's source commit (git archive) into dir and builds each cmd/<name>
-// of names into dir/<name>-<version>, stamped with the release's version and commit. It returns
-// the binaries by name.
+// Build builds each cmd/<name> of names of a released version, stamped with the release's
+// version and commit, and returns the binaries by name. A release's binaries never change, so
+// they are kept per machine (CacheDir) and built once: from the release's source commit (git
+// archive) extracted into dir.
 func Build(root, version, dir string, names ...string) (map[string]string, error) {
 	rec, err := Read(root, version)
 	if err != nil {
 		return nil, err
 	}
+	cache := filepath.Join(CacheDir(), fmt.Sprintf("%s-%s-%s-%s_%s", version, rec.Commit[:12], runtime.Version(), runtime.GOOS, runtime.GOARCH))
+	out := map[string]string{}
+	var missing []string
+	for _, name := range names {
+		bin := filepath.Join(cache, name)
+		if _, err := os.Stat(bin); err == nil {
+			out[name] = bin
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	built, err := buildFromSource(root, rec, dir, missing...)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	for name, bin := range built {
+		dst := filepath.Join(cache, name)
+		// Copied, then renamed into place: a concurrent test never runs a half-written file.
+		tmp, err := os.CreateTemp(cache, name+".tmp-")
+		if err != nil {
+			return nil, err
+		}
+		src, err := os.Open(bin)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(tmp, src)
+		src.Close()
+		if err == nil {
+			err = tmp.Chmod(0o755)
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), dst)
+		}
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+			return nil, err
+		}
+		out[name] = dst
+	}
+	return out, nil
+}
+
+// CacheDir is where released binaries are kept on this machine: $NEXO_RELEASE_CACHE, else
+// nexo-edge/releases in the user's cache folder.
+func CacheDir() string {
+	if d := os.Getenv("NEXO_RELEASE_CACHE"); d != "" {
+		return d
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "nexo-edge", "releases")
+}
+
+// buildFromSource extracts the release's source commit into dir and builds each cmd/<name> into
+// dir/<name>-<version>.
+func buildFromSource(root string, rec Record, dir string, names ...string) (map[string]string, error) {
+	version := rec.Version
 	src := filepath.Join(dir, "src-"+version)
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return nil, err
