@@ -115,8 +115,8 @@ func prepareDeploy(_ *Server, _ context.Context, req *commandRequest) ([]*unstru
 		if err := u.UnmarshalJSON(raw); err != nil {
 			return nil, fail(http.StatusBadRequest, "manifest %d is not a Kubernetes object (apiVersion, kind and metadata, spelled exactly): %s", i, truncate(err.Error(), 200))
 		}
-		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
-			return nil, fail(http.StatusBadRequest, "manifest %d is %q %q: only nexo.io kinds are deployed (apiVersion and kind, spelled exactly)", i, truncate(u.GetAPIVersion(), 60), truncate(u.GetKind(), 60))
+		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GetAPIVersion() != catalog.Group+"/"+catalog.Version {
+			return nil, fail(http.StatusBadRequest, "manifest %d is %q %q: only nexo.io kinds are deployed, as %s/%s (apiVersion and kind, spelled exactly)", i, truncate(u.GetAPIVersion(), 60), truncate(u.GetKind(), 60), catalog.Group, catalog.Version)
 		}
 		if errs := validation.IsDNS1123Subdomain(u.GetName()); len(errs) > 0 {
 			return nil, fail(http.StatusBadRequest, "manifest %d (%s) has no valid metadata.name (spelled exactly): %s", i, u.GetKind(), strings.Join(errs, "; "))
