@@ -90,9 +90,38 @@ func sourceOf(dir string, clean bool) (source, error) {
 // stamp is the build stamp of s: the commit time, so rebuilding the same commit stamps the same.
 func (s source) stamp() string { return s.Time.Format("20060102.1504") }
 
+// reuse, when set, is a folder where buildBinary keeps what it built, by what decides the bytes
+// (binary, platform, version, commit, time), and copies from instead of linking the same binary
+// again. A release builds each binary once and leaves it unset; the tests, which release the
+// same commit several times, set it (TestMain), and the reproducibility test unsets it to build
+// twice for real.
+var reuse string
+
 // buildBinary cross-compiles cmd/<name> for a platform: static, -trimpath, stripped, no build
 // id, stamped with the version and commit.
 func buildBinary(repo, name string, p v1.Platform, s source, out string) error {
+	var kept string
+	if reuse != "" {
+		kept = filepath.Join(reuse, fmt.Sprintf("%s-%s-%s-%s-%s-%d", name, p.OS, p.Architecture, s.Version, strings.ReplaceAll(s.Commit, "/", "_"), s.Time.Unix()))
+		if data, err := os.ReadFile(kept); err == nil {
+			return os.WriteFile(out, data, 0o755)
+		}
+	}
+	if err := compileBinary(repo, name, p, s, out); err != nil {
+		return err
+	}
+	if kept != "" {
+		data, err := os.ReadFile(out)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(kept, data, 0o755)
+	}
+	return nil
+}
+
+// compileBinary runs go build for buildBinary.
+func compileBinary(repo, name string, p v1.Platform, s source, out string) error {
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", "-s -w -buildid= "+buildinfo.LinkFlags(s.stamp(), shortCommit(s.Commit)),
 		"-o", out, "./cmd/"+name)
