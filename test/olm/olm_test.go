@@ -128,7 +128,12 @@ func TestInstallModes(t *testing.T) {
 		{name: "SingleNamespace", targets: []string{"shop"}, deploy: "shop"},
 		{name: "MultiNamespace", targets: []string{"shop", "payments"}, deploy: "payments"},
 	} {
-		t.Run(m.name, func(t *testing.T) { installAndCheck(t, m) })
+		// Each mode has a cluster of its own: they run side by side, as many at once as
+		// go test's -parallel allows (GOMAXPROCS: two here).
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			installAndCheck(t, m)
+		})
 	}
 }
 
