@@ -1,3 +1,6 @@
+// The audit history (docs/controlplane.md, "Audit"): append-only, hash-chained records, queried
+// by filter and verified link by link.
+
 package storage
 
 import (

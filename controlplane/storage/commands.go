@@ -1,3 +1,6 @@
+// The command queue of each environment: typed states, delivery with a dead letter after
+// MaxDeliveries, acknowledgements, the proxies each command carries, and the deployed set.
+
 package storage
 
 import (

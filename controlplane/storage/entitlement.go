@@ -1,3 +1,5 @@
+// A tenant's license entitlement and the proxies that count against it.
+
 package storage
 
 import (

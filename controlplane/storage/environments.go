@@ -1,3 +1,6 @@
+// Environments and their connect tokens: only hashes are stored; a rotation keeps the previous
+// token until the Manager uses the new one or its grace ends.
+
 package storage
 
 import (

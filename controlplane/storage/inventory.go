@@ -1,3 +1,6 @@
+// Heartbeats and the inventory of each environment: its last heartbeat with its capabilities,
+// and the proxies its Manager reports, kept current by the changes each heartbeat carries.
+
 package storage
 
 import (

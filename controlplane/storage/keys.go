@@ -1,3 +1,6 @@
+// The Control Plane's signing keys: one active, previous ones trusted until retired. The
+// private keys arrive sealed (the HTTP layer seals and opens them).
+
 package storage
 
 import (
