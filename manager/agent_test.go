@@ -398,6 +398,38 @@ func TestDeployRolloutUninstallUpgrade(t *testing.T) {
 	}
 }
 
+// The upgrade command answers from the installed bundle (the operator Deployment's installer
+// labels), not from the Manager's own build: with the bundle labelled 0.2.0 under a Manager built
+// as this version, an upgrade to 0.2.0 is already done and one to this version is not.
+func TestUpgradeAnswersFromTheInstalledBundle(t *testing.T) {
+	ctx := context.Background()
+	a := newAgent(t)
+	op := &appsv1.Deployment{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.OperatorName}, op); err != nil {
+		t.Fatal(err)
+	}
+	chart := op.Labels["helm.sh/chart"]
+	relabel := func(v string) {
+		t.Helper()
+		patch := client.MergeFrom(op.DeepCopy())
+		op.Labels["helm.sh/chart"] = v
+		if err := k8s.Patch(ctx, op, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("nexo-edge-0.2.0")
+	t.Cleanup(func() { relabel(chart) })
+	same := enqueue(t, protocol.Command{Type: protocol.Upgrade, TargetVersion: "0.2.0"})
+	newer := enqueue(t, protocol.Command{Type: protocol.Upgrade, TargetVersion: catalog.BuildVersion})
+	round(t, a)
+	if c := commandStatus(t, same); c.Status != protocol.Applied || !strings.Contains(c.Message, "already is 0.2.0 (installed by helm)") {
+		t.Errorf("upgrade to the installed 0.2.0: %s %q", c.Status, c.Message)
+	}
+	if c := commandStatus(t, newer); c.Status != protocol.Failed || !strings.Contains(c.Message, "installed 0.2.0 by helm, requested "+catalog.BuildVersion) {
+		t.Errorf("upgrade from 0.2.0 to %s: %s %q", catalog.BuildVersion, c.Status, c.Message)
+	}
+}
+
 func TestAckFailuresApplyOnce(t *testing.T) {
 	a := newAgent(t)
 	manifest := json.RawMessage(`{"apiVersion":"nexo.io/v1alpha1","kind":"NexoRateLimit","metadata":{"name":"once","namespace":"shop"},"spec":{"operationsPerSecond":7}}`)

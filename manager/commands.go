@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,14 +60,23 @@ func (a *Agent) apply(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	return failed("unknown command type %q: this Manager (%s) handles %s", cmd.Type, catalog.BuildVersion, strings.Join(protocol.CommandNames(), ", "))
 }
 
-// upgrade answers whether the installed bundle is the target version: the Manager does not
-// upgrade the bundle itself.
-func (a *Agent) upgrade(_ context.Context, cmd protocol.Command) protocol.Ack {
-	if cmd.TargetVersion == catalog.BuildVersion {
-		return protocol.Ack{Status: protocol.Applied, Message: "the installed bundle already is " + catalog.BuildVersion}
+// upgrade answers whether the installed bundle (read as heartbeats read it: the labels its
+// installer wrote on the nexo-operator Deployment) is the target version. The Manager does not
+// upgrade the bundle itself: it says who installed it and how to upgrade.
+func (a *Agent) upgrade(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	op := &appsv1.Deployment{}
+	if err := a.client.Get(ctx, client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.OperatorName}, op); err != nil {
+		return failed("cannot read the installed bundle (Deployment %s/%s: %v); requested %s: nothing was changed", a.cfg.Namespace, wire.OperatorName, err, cmd.TargetVersion)
 	}
-	return failed("the Manager does not upgrade the bundle itself (installed %s, requested %s): upgrade with `nexoctl install`, `helm upgrade` or the OLM subscription, then the Manager reports the new version",
-		catalog.BuildVersion, cmd.TargetVersion)
+	installed, by := installedBundle(op.Labels)
+	switch {
+	case installed == "":
+		return failed("the Deployment %s/%s carries no installer version label (helm.sh/chart, olm.owner or app.kubernetes.io/version), so the installed bundle is unknown; requested %s: nothing was changed", a.cfg.Namespace, wire.OperatorName, cmd.TargetVersion)
+	case installed == cmd.TargetVersion:
+		return protocol.Ack{Status: protocol.Applied, Message: fmt.Sprintf("the installed bundle already is %s (installed by %s)", installed, by)}
+	}
+	return failed("the Manager does not upgrade the bundle itself (installed %s by %s, requested %s): upgrade with `nexoctl install`, `helm upgrade` or the OLM subscription, then the Manager reports the new version",
+		installed, by, cmd.TargetVersion)
 }
 
 // deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature for

@@ -29,10 +29,8 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 		ManagerVersion:  a.cfg.Version,
 		ClusterID:       string(ks.UID),
 		ProxyImage:      a.cfg.ProxyImage,
-		Capabilities: append(append([]string{protocol.CapHeartbeat}, commandCapabilities()...),
-			protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint,
-			protocol.CapPipelineKinds, protocol.CapPromotionContract),
-		Deployments: []protocol.Deployment{},
+		Capabilities:    append([]string{protocol.CapHeartbeat}, commandCapabilities()...),
+		Deployments:     []protocol.Deployment{},
 	}
 	// The cluster's own limits, as its admin set them (empty lists, never nil: "reported, allows
 	// nothing" differs from "not reported").
@@ -63,7 +61,10 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 		hb.BundleVersion, hb.InstalledBy = installedBundle(op.Labels)
 	}
 	sort.Strings(hb.InstalledKinds)
-	hb.SchemaFingerprint, _ = fingerprint.Of(nexo)
+	if len(nexo) > 0 { // no Nexo CRD installed: no fingerprint to report (not the empty set's)
+		hb.SchemaFingerprint, _ = fingerprint.Of(nexo)
+	}
+	hb.Capabilities = append(hb.Capabilities, reportedCapabilities(hb)...)
 
 	inv, err := a.startInventory(ctx)
 	if err != nil {
@@ -71,6 +72,31 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	}
 	inv.report(hb, protocol.MaxInventoryChanges)
 	return hb, nil
+}
+
+// reportedCapabilities are the inventory capabilities whose fields hb fills: each is advertised
+// only when the heartbeat carries it, and the promotion contract only when it carries all four
+// (bundle version, installed kinds, schema fingerprint, pipeline kinds).
+func reportedCapabilities(hb *protocol.Heartbeat) []string {
+	var caps []string
+	filled := map[string]bool{
+		protocol.CapBundleVersion:     hb.BundleVersion != "",
+		protocol.CapCRDKinds:          len(hb.InstalledKinds) > 0,
+		protocol.CapSchemaFingerprint: hb.SchemaFingerprint != "",
+		protocol.CapPipelineKinds:     len(hb.PipelineKinds) > 0,
+	}
+	all := true
+	for _, c := range []string{protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint, protocol.CapPipelineKinds} {
+		if filled[c] {
+			caps = append(caps, c)
+		} else {
+			all = false
+		}
+	}
+	if all {
+		caps = append(caps, protocol.CapPromotionContract)
+	}
+	return caps
 }
 
 // pipelineKinds reads, from the installed NexoPipeline CRD, the kinds each slot accepts (the
