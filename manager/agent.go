@@ -279,7 +279,11 @@ const inventoryCatchUp = time.Second
 // Round is one heartbeat and the commands it returned. It returns the next interval.
 func (a *Agent) Round(ctx context.Context) (time.Duration, error) {
 	resp, err := a.Heartbeat(ctx)
-	a.recordHeartbeat(ctx, err)
+	interval := 0
+	if err == nil {
+		interval = resp.NextHeartbeatSeconds
+	}
+	a.recordHeartbeat(ctx, err, interval)
 	if err != nil {
 		return 0, err
 	}

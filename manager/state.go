@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,7 +91,8 @@ func trim(data map[string]string) {
 
 // recordHeartbeat updates the status object and the health of the last heartbeat. Messages
 // carry errors, which never contain the token.
-func (a *Agent) recordHeartbeat(ctx context.Context, hbErr error) {
+// interval is the Control Plane's next-heartbeat interval in seconds (0: not answered).
+func (a *Agent) recordHeartbeat(ctx context.Context, hbErr error, interval int) {
 	a.mu.Lock()
 	a.reachable = hbErr == nil
 	if hbErr == nil {
@@ -107,6 +109,9 @@ func (a *Agent) recordHeartbeat(ctx context.Context, hbErr error) {
 		wire.StatusDeployNamespaces: strings.Join(a.cfg.Limits.Namespaces, ","), wire.StatusImageRepositories: strings.Join(a.cfg.Limits.ImageRepositories, ",")}
 	if !last.IsZero() {
 		data[wire.StatusLastHeartbeatTime] = last.UTC().Format(time.RFC3339)
+	}
+	if interval > 0 {
+		data[wire.StatusHeartbeatInterval] = strconv.Itoa(interval)
 	}
 	a.updateStatus(ctx, data)
 }

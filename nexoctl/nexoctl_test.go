@@ -311,6 +311,26 @@ func TestClusterPreflight(t *testing.T) {
 	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.OK || res.Message != "deploys into shop; images from registry.example.com/nexo/proxy" {
 		t.Errorf("a deploy limit: %+v", res)
 	}
+	// The heartbeat's age, in the intervals the Control Plane asked for: fresh is OK, past 3
+	// intervals a warning, past 10 (the Control Plane's lost threshold) an error naming the age.
+	for _, c := range []struct {
+		age    time.Duration
+		want   preflight.Status
+		saying string
+	}{
+		{20 * time.Second, preflight.OK, "last heartbeat 2"},
+		{2 * time.Minute, preflight.Warning, "more than 3 heartbeat intervals (30s): stale"},
+		{6 * time.Minute, preflight.Error, "more than 10 heartbeat intervals (30s): the Control Plane counts this environment as lost"},
+	} {
+		status.Data[wire.StatusLastHeartbeatTime] = time.Now().Add(-c.age).UTC().Format(time.RFC3339)
+		status.Data[wire.StatusHeartbeatInterval], status.Data[wire.StatusControlPlaneReachable] = "30", "true"
+		if err := k8s.Update(ctx, status); err != nil {
+			t.Fatal(err)
+		}
+		if res := findCheck(t, report(), "manager-heartbeat"); res.Status != c.want || !strings.Contains(res.Message, c.saying) {
+			t.Errorf("a heartbeat %s old: %+v, want %s saying %q", c.age, res, c.want, c.saying)
+		}
+	}
 	// Its admission binding holding it to another limit (an OLM config.env changed, the old
 	// binding kept): a warning naming both and the binding; once they agree, OK again.
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "nexo-manager-deploy-limit-nexo-system",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -432,13 +433,41 @@ func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
 		return fail(err.Error())
 	}
 	last, err := time.Parse(time.RFC3339, cm.Data[wire.StatusLastHeartbeatTime])
-	switch {
-	case cm.Data[wire.StatusControlPlaneReachable] != "true":
-		return warn("the Control Plane is unreachable: " + cm.Data[wire.StatusLastHeartbeatResult])
-	case err != nil:
+	if err != nil {
+		if cm.Data[wire.StatusControlPlaneReachable] != "true" {
+			return warn("the Control Plane is unreachable: " + cm.Data[wire.StatusLastHeartbeatResult])
+		}
 		return warn("no successful heartbeat yet")
 	}
-	return ok(fmt.Sprintf("last heartbeat %s ago", time.Since(last).Round(time.Second)))
+	return heartbeatAge(time.Since(last), cm.Data[wire.StatusHeartbeatInterval], cm.Data[wire.StatusControlPlaneReachable] == "true", cm.Data[wire.StatusLastHeartbeatResult])
+}
+
+// defaultHeartbeatInterval is the Control Plane's default, for a Manager that does not report
+// the interval it was asked for (before 0.3.0).
+const defaultHeartbeatInterval = 30 * time.Second
+
+// heartbeatAge judges the last successful heartbeat's age as the Control Plane does: stale past
+// 3 intervals (a warning), lost past 10 (a failure: the Control Plane refuses commands to a lost
+// environment). reachable and result are the Manager's last attempt.
+func heartbeatAge(age time.Duration, intervalSeconds string, reachable bool, result string) Outcome {
+	interval := defaultHeartbeatInterval
+	if n, err := strconv.Atoi(intervalSeconds); err == nil && n > 0 {
+		interval = time.Duration(n) * time.Second
+	}
+	age = age.Round(time.Second)
+	why := ""
+	if !reachable {
+		why = "; its last attempt: " + result
+	}
+	switch {
+	case age > 10*interval:
+		return fail(fmt.Sprintf("last heartbeat %s ago, more than 10 heartbeat intervals (%s): the Control Plane counts this environment as lost and refuses its commands%s", age, interval, why))
+	case age > 3*interval:
+		return warn(fmt.Sprintf("last heartbeat %s ago, more than 3 heartbeat intervals (%s): stale%s", age, interval, why))
+	case !reachable:
+		return warn(fmt.Sprintf("the Control Plane is unreachable (last heartbeat %s ago): %s", age, result))
+	}
+	return ok(fmt.Sprintf("last heartbeat %s ago", age))
 }
 
 // checkDeployLimit reads the cluster's own limit the Manager reports in its status ConfigMap:

@@ -66,7 +66,10 @@ const (
 	// ManagerStatusConfigMap is the Manager's last heartbeat and command outcome (never the token).
 	ManagerStatusConfigMap = "nexo-manager-status"
 
-	StatusLastHeartbeatTime     = "lastHeartbeatTime" // RFC 3339, UTC
+	StatusLastHeartbeatTime = "lastHeartbeatTime" // RFC 3339, UTC
+	// StatusHeartbeatInterval is the interval the Control Plane asked for in its last answer,
+	// in seconds: the unit of a heartbeat's age (stale past 3, lost past 10).
+	StatusHeartbeatInterval     = "heartbeatIntervalSeconds"
 	StatusLastHeartbeatResult   = "lastHeartbeatResult"
 	StatusControlPlaneReachable = "controlPlaneReachable" // "true" or "false"
 	StatusLastCommand           = "lastCommand"
