@@ -45,6 +45,8 @@ type CommandProxy struct {
 
 // commandProxy judges one proxy of c against the inventory (inv: reported proxies by key).
 func commandProxy(c storage.CommandRecord, ref protocol.ObjectRef, inv map[protocol.ObjectRef]protocol.Deployment) CommandProxy {
+	row, _ := protocol.CommandTypeOf(c.Type)
+	removes := row.LeavesDeployedSet // the command removes its proxy: done when it is gone
 	t := CommandProxy{Namespace: ref.Namespace, Name: ref.Name}
 	d, reported := inv[ref]
 	if reported {
@@ -57,9 +59,9 @@ func commandProxy(c storage.CommandRecord, ref protocol.ObjectRef, inv map[proto
 		t.State, t.Reason = ProxyProgressing, "CommandPending"
 	case c.Status != storage.CommandApplied:
 		t.State, t.Reason = ProxyProgressing, "CommandDelivered"
-	case c.Type == protocol.Uninstall && reported:
+	case removes && reported:
 		t.State, t.Reason = ProxyProgressing, "Removing"
-	case c.Type == protocol.Uninstall:
+	case removes:
 		t.State, t.Reason = ProxySynced, "Removed"
 	case !reported:
 		t.State, t.Reason = ProxyProgressing, "NotReported"

@@ -254,8 +254,8 @@ func (s *Store) Commands(ctx context.Context, envID string) ([]CommandRecord, er
 	return out, rows.Err()
 }
 
-// CommandProxies returns the proxies of each command of envID: a deploy's and a rollout's from
-// command_proxies, an uninstall's from its body.
+// CommandProxies returns the proxies of each command of envID, from command_proxies; an
+// uninstall queued before uninstalls recorded their proxy there has it read from its body.
 func (s *Store) CommandProxies(ctx context.Context, envID string) (map[string][]protocol.ObjectRef, error) {
 	out := map[string][]protocol.ObjectRef{}
 	rows, err := s.q(ctx).QueryContext(ctx, `SELECT command_id, namespace, name FROM command_proxies WHERE env_id = ? ORDER BY namespace, name`, envID)
