@@ -20,9 +20,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // apiError is a refusal with its status code and the message the caller sees.

@@ -11,11 +11,12 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // StageDeploy is a deploy through a project stage.
