@@ -32,7 +32,6 @@ const admin = "admin-secret"
 type cp struct {
 	t      *testing.T
 	db     string
-	cp     *testcontrolplane.ControlPlane
 	store  *storage.Store
 	srv    *testcontrolplane.ControlPlane
 	pub    ed25519.PublicKey
@@ -77,15 +76,15 @@ func start(t *testing.T, db string, key ed25519.PrivateKey, opts ...func(*testco
 	for _, f := range opts {
 		f(&o)
 	}
-	c.cp = testcontrolplane.StartT(t, o)
-	c.store, c.server, c.srv = c.cp.Store, c.cp.Server, c.cp
+	c.srv = testcontrolplane.StartT(t, o)
+	c.store, c.server = c.srv.Store, c.srv.Server
 	return c
 }
 
 // testKEK is the key-encryption key a test Control Plane derives from the signing key.
 func testKEK(key ed25519.PrivateKey) controlplane.KeyEncrypter { return testcontrolplane.KEK(key) }
 
-func (c *cp) stop() { c.cp.Stop() }
+func (c *cp) stop() { c.srv.Stop() }
 
 func (c *cp) do(method, path, token string, body any, out any) int {
 	c.t.Helper()

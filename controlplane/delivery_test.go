@@ -274,7 +274,7 @@ func TestInstallCommand(t *testing.T) {
 	if code := c.do("GET", "/admin/environments/"+env.ID+"/install", admin, nil, &e); code != 409 || !strings.Contains(e.Error, "public URL") {
 		t.Fatalf("without a public URL: %d %q", code, e.Error)
 	}
-	if err := c.cp.Reconfigure(func(o *testcontrolplane.Options) { o.PublicURL = "https://cp.example.com" }); err != nil {
+	if err := c.srv.Reconfigure(func(o *testcontrolplane.Options) { o.PublicURL = "https://cp.example.com" }); err != nil {
 		t.Fatal(err)
 	}
 	var ic controlplane.InstallCommand

@@ -24,6 +24,12 @@ import (
 // createTenantEnvironment is POST /admin/tenants/{tenant}/environments {"name"}: an environment
 // of the tenant, its connect token shown this once.
 func (s *Server) createTenantEnvironment(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
+	return s.createEnvironmentIn(w, r, r.PathValue("tenant"))
+}
+
+// createEnvironmentIn registers the body's {"name"} as an environment of tenant ("" for none) and
+// answers 201 with its connect token, shown this once.
+func (s *Server) createEnvironmentIn(w http.ResponseWriter, r *http.Request, tenant string) error {
 	name, err := decodeName(r, "environment", validDisplayName)
 	if err != nil {
 		return err
@@ -32,8 +38,10 @@ func (s *Server) createTenantEnvironment(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	if err := s.cfg.Store.AssignEnvironment(r.Context(), env.ID, r.PathValue("tenant")); err != nil {
-		return err
+	if tenant != "" {
+		if err := s.cfg.Store.AssignEnvironment(r.Context(), env.ID, tenant); err != nil {
+			return err
+		}
 	}
 	auditOf(r).target = env.ID
 	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
@@ -169,17 +177,7 @@ func (s *Server) pathEnvironment(r *http.Request) (storage.Environment, error) {
 
 // createEnvironment is POST /admin/environments {"name"}: an environment outside any tenant.
 func (s *Server) createEnvironment(w http.ResponseWriter, r *http.Request) error {
-	name, err := decodeName(r, "environment", validDisplayName)
-	if err != nil {
-		return err
-	}
-	env, token, err := s.registerEnvironment(r.Context(), name)
-	if err != nil {
-		return err
-	}
-	auditOf(r).target = env.ID
-	writeJSON(w, http.StatusCreated, NewEnvironment{Environment: env, Token: token})
-	return nil
+	return s.createEnvironmentIn(w, r, "")
 }
 
 // DefaultTokenGrace is how long a rotated connect token stays valid if the Manager never uses

@@ -79,21 +79,20 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 // (bundle version, installed kinds, schema fingerprint, pipeline kinds).
 func reportedCapabilities(hb *protocol.Heartbeat) []string {
 	var caps []string
-	filled := map[string]bool{
-		protocol.CapBundleVersion:     hb.BundleVersion != "",
-		protocol.CapCRDKinds:          len(hb.InstalledKinds) > 0,
-		protocol.CapSchemaFingerprint: hb.SchemaFingerprint != "",
-		protocol.CapPipelineKinds:     len(hb.PipelineKinds) > 0,
-	}
-	all := true
-	for _, c := range []string{protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint, protocol.CapPipelineKinds} {
-		if filled[c] {
-			caps = append(caps, c)
-		} else {
-			all = false
+	for _, f := range []struct {
+		capability string
+		filled     bool
+	}{
+		{protocol.CapBundleVersion, hb.BundleVersion != ""},
+		{protocol.CapCRDKinds, len(hb.InstalledKinds) > 0},
+		{protocol.CapSchemaFingerprint, hb.SchemaFingerprint != ""},
+		{protocol.CapPipelineKinds, len(hb.PipelineKinds) > 0},
+	} {
+		if f.filled {
+			caps = append(caps, f.capability)
 		}
 	}
-	if all {
+	if len(caps) == 4 {
 		caps = append(caps, protocol.CapPromotionContract)
 	}
 	return caps
