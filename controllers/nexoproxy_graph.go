@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,9 +68,6 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		}
 		switch ref.Role {
 		case "profile":
-			if b := portConflict(proxy, res.graph.Metrics); b != nil {
-				return nil, b, nil
-			}
 			profile := &nexov1alpha1.NexoDeploymentProfile{}
 			if b, err := r.get(ctx, ns, ref.Kind, ref.Name, ref.Where, profile); b != nil || err != nil {
 				return nil, b, err
@@ -89,7 +87,7 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 			if b != nil || err != nil {
 				return nil, b, err
 			}
-			c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: specOf(obj)}
+			c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: specOf(obj), SecretUses: nexov1alpha1.SecretUsesOf(obj)}
 			switch c.Slot {
 			case catalog.SlotRouter:
 				res.graph.Router = &c
@@ -105,6 +103,9 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 		}
 	}
 	profile := res.graph.Profile
+	if b := portConflict(res.graph); b != nil {
+		return nil, b, nil
+	}
 	res.addSecrets(ns, proxy)
 
 	// Read every referenced Secret; remember them all so their creation re-queues the proxy.
@@ -117,6 +118,9 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 			return res, nil, err
 		}
 		res.secrets[s.String()] = secret.Data
+	}
+	if b := missingKey(res.graph, res.secrets); b != nil {
+		return res, b, nil
 	}
 	for _, ps := range profile.Spec.ImagePullSecrets {
 		key := types.NamespacedName{Namespace: r.OperatorNamespace, Name: ps.Name}
@@ -142,15 +146,47 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 	return res, nil, nil
 }
 
-// portConflict refuses a NexoMetrics on the proxy's own port (spec.port, 27017 when unset, which
-// the NexoMetrics schema already keeps it off). Found by sending rendered random graphs to an API
-// server: the Service would be refused as a duplicate port, and the proxy stall half-applied.
-func portConflict(proxy *nexov1alpha1.NexoProxy, metrics *nexov1alpha1.NexoMetricsSpec) *blocked {
-	if metrics == nil || proxy.Spec.Port == 0 || metrics.Port != proxy.Spec.Port {
+// portConflict refuses a graph whose pod would have two listeners on one port: a NexoMetrics on
+// the proxy's own port (found by sending rendered random graphs to an API server: the Service
+// would be refused as a duplicate port, and the proxy stall half-applied), or either on a port
+// the pod keeps for egress and its step containers.
+func portConflict(g *render.Graph) *blocked {
+	clash := render.PortClash(g)
+	if clash == "" {
 		return nil
 	}
-	return &blocked{reason: nexov1alpha1.ReasonPortConflict, message: fmt.Sprintf(
-		"the attached NexoMetrics listens on port %d, which is this proxy's own port (spec.port); give the NexoMetrics another port (for example 9216) or the proxy another spec.port", metrics.Port)}
+	return &blocked{reason: nexov1alpha1.ReasonPortConflict, message: clash + "; give the NexoMetrics another port (for example 9216) or the proxy another spec.port"}
+}
+
+// missingKey refuses a graph whose runtime would read a key its Secret does not have: the
+// container would start without a file the config names. A later edit of the Secret unblocks it.
+func missingKey(g *render.Graph, secrets map[string]map[string][]byte) *blocked {
+	check := func(what string, uses []nexov1alpha1.SecretUse) *blocked {
+		for _, u := range uses {
+			data := secrets[types.NamespacedName{Namespace: g.Proxy.Namespace, Name: u.Name}.String()]
+			for _, k := range u.Keys {
+				if _, ok := data[k]; !ok {
+					return &blocked{nexov1alpha1.ReasonSecretKeyMissing, fmt.Sprintf(
+						"Secret %s has no key %q, which %s reads (%s); add the key to the Secret, or point %s at a Secret that has it",
+						u.Name, k, what, u.Field, u.Field), true}
+				}
+			}
+		}
+		return nil
+	}
+	if b := check("NexoProxy "+g.Proxy.Name, nexov1alpha1.SecretUsesOf(g.Proxy)); b != nil {
+		return b
+	}
+	components := append(slices.Clone(g.Steps), g.Observability...)
+	if g.Router != nil {
+		components = append(components, *g.Router)
+	}
+	for _, c := range components {
+		if b := check(c.Kind+" "+c.Name, c.SecretUses); b != nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // shareable reports whether a Secret of the operator namespace may be copied into a proxy

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/controllers/render"
@@ -70,15 +71,36 @@ func (r *ProxyReconciler) runPhases(ctx context.Context, s *proxyScope) error {
 	return nil
 }
 
-// validatePhase: the managed signature and the proxy's own rules.
-func (r *ProxyReconciler) validatePhase(_ context.Context, s *proxyScope) (string, *blocked, error) {
+// validatePhase: the managed signature, the proxy's own rules, and its image.
+func (r *ProxyReconciler) validatePhase(ctx context.Context, s *proxyScope) (string, *blocked, error) {
 	if bad := checkSignature(s.proxy, r.Keys, r.RequireSignatures); bad != nil {
 		return "", &blocked{reason: bad.reason, message: bad.message}, nil
 	}
 	if bad := invalidOf(s.proxy.Validate()); bad != nil {
 		return "", &blocked{reason: bad.reason, message: bad.message}, nil
 	}
+	if b, err := r.checkImage(ctx, s.proxy); b != nil || err != nil {
+		return "", b, err
+	}
 	return "spec is valid", nil, nil
+}
+
+// checkImage refuses a spec.proxyImage that the proxy's NexoDeploymentProfile does not approve:
+// whoever may edit a NexoProxy may pick among the images the profile's owner approved, and
+// nothing else. A profile that cannot be read yet is left to the references phase.
+func (r *ProxyReconciler) checkImage(ctx context.Context, proxy *nexov1alpha1.NexoProxy) (*blocked, error) {
+	image := proxy.Spec.ProxyImage
+	if image == "" {
+		return nil, nil
+	}
+	profile := &nexov1alpha1.NexoDeploymentProfile{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: proxy.Namespace, Name: proxy.Spec.ProfileRef.Name}, profile); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if profile.Spec.Approves(image) {
+		return nil, nil
+	}
+	return &blocked{reason: nexov1alpha1.ReasonImageNotApproved, message: nexov1alpha1.ImageNotApprovedMessage(image, profile)}, nil
 }
 
 // resolvePhase reads the graph; a pull Secret that lost its shareable mark leaves the proxy

@@ -46,7 +46,7 @@ func signedFor(rev int64) signature.Claims {
 }
 
 // Namespaces the operator under test watches; "unwatched" is deliberately left out.
-var watched = []string{"graph", "edit", "tamper", "lic-expired", "lic-entitle", "schema-only", "missing", "drift", "gc", "conflict", "conflict-svc", "nodeport", "maxproxies", "restart", "drift-stopped", "tenant-a", "replay", "slots-a", "slots-b", "revisions", "conflict-rev", "stalled", "components", "licenses"}
+var watched = []string{"graph", "edit", "tamper", "lic-expired", "lic-entitle", "schema-only", "missing", "drift", "gc", "conflict", "conflict-svc", "nodeport", "maxproxies", "restart", "drift-stopped", "tenant-a", "replay", "slots-a", "slots-b", "revisions", "conflict-rev", "stalled", "components", "licenses", "runtime-secrets", "runtime-images"}
 
 var (
 	cluster   *testcluster.Cluster

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -178,6 +179,11 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 	if !a.cfg.Limits.AllowsImage(cmd.Image) {
 		return failed("image %s is outside this cluster's image repositories (%s); %s; nothing was changed", cmd.Image, limitList(a.cfg.Limits.ImageRepositories), imageHint(cmd.Image))
 	}
+	if msg, err := a.unapproved(ctx, cmd); err != nil {
+		return failed("read the proxies' profiles: %v; nothing was changed", err)
+	} else if msg != "" {
+		return failed("%s; nothing was changed", msg)
+	}
 	resigned := map[string]bool{}
 	if len(cmd.Manifests) > 0 {
 		if ack := a.deploy(ctx, protocol.Command{Namespaces: cmd.Namespaces, Manifests: cmd.Manifests}); ack.Status != protocol.Applied {
@@ -231,6 +237,55 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		msg += fmt.Sprintf("; left %s alone: outside this cluster's deploy limit (%s)", strings.Join(outside, ", "), LimitsSetIn)
 	}
 	return protocol.Ack{Status: protocol.Applied, Message: msg}
+}
+
+// unapproved says which proxies a rollout would move to an image their NexoDeploymentProfile
+// does not approve (the operator would refuse them, Validated=False, and they would stay on
+// their last revision, Degraded): it is checked before anything is written, for the proxies the
+// rollout targets and the re-signed ones it carries.
+func (a *Agent) unapproved(ctx context.Context, cmd protocol.Command) (string, error) {
+	proxies, err := a.ownedProxies(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, raw := range cmd.Manifests {
+		p := nexov1alpha1.NexoProxy{}
+		if json.Unmarshal(raw, &p) == nil && p.Kind == "NexoProxy" {
+			proxies = append(proxies, p)
+		}
+	}
+	profiles := map[types.NamespacedName]*nexov1alpha1.NexoDeploymentProfile{}
+	var refused []string
+	for _, p := range proxies {
+		if cmd.Proxy != nil && (p.Namespace != cmd.Proxy.Namespace || p.Name != cmd.Proxy.Name) || !a.cfg.Limits.AllowsNamespace(p.Namespace) {
+			continue
+		}
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProfileRef.Name}
+		profile, seen := profiles[key]
+		if !seen {
+			profile = &nexov1alpha1.NexoDeploymentProfile{}
+			if err := a.client.Get(ctx, key, profile); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return "", err
+				}
+				profile = nil
+			}
+			profiles[key] = profile
+		}
+		switch {
+		case profile == nil:
+			refused = append(refused, fmt.Sprintf("%s/%s (its NexoDeploymentProfile %s is not found)", p.Namespace, p.Name, key.Name))
+		case !profile.Spec.Approves(nexov1alpha1.Image(cmd.Image)):
+			refused = append(refused, fmt.Sprintf("%s/%s (NexoDeploymentProfile %s approves %s)", p.Namespace, p.Name, key.Name, profile.Spec.ApprovedList()))
+		}
+	}
+	if len(refused) == 0 {
+		return "", nil
+	}
+	slices.Sort(refused)
+	refused = slices.Compact(refused)
+	return fmt.Sprintf("image %s is not approved for %s: the operator would refuse it (ImageNotApproved) and the proxies would stay on their last revision; "+
+		"the profile's owner adds it to spec.approvedImages first", cmd.Image, strings.Join(refused, ", ")), nil
 }
 
 // uninstall deletes one Manager-owned NexoProxy; owner references remove its children.

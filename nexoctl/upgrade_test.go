@@ -51,6 +51,18 @@ func TestPreflightUpgrade(t *testing.T) {
 		"apiVersion": "nexo.io/v1alpha1", "kind": "NexoProxy", "metadata": map[string]any{"name": "legacy", "namespace": "team-a"},
 		"spec": map[string]any{"pipelineRef": map[string]any{"name": "p"}, "profileRef": map[string]any{"name": "std"}, "licenseRef": map[string]any{"name": "l"},
 			"upstream": map[string]any{"name": "primary", "address": "mongo:27017"}, "replicas": int64(150), "legacyMode": "v1-wire"}}}
+	// A proxy that selects an image its profile does not approve: this build refuses it.
+	if err := k8s.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nexo.io/v1alpha1", "kind": "NexoDeploymentProfile", "metadata": map[string]any{"name": "std", "namespace": "team-a"},
+		"spec": map[string]any{"images": map[string]any{"ingress": "registry.example.com/nexo/ingress:0.2.0", "egress": "registry.example.com/nexo/egress:0.2.0"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "nexo.io/v1alpha1", "kind": "NexoProxy", "metadata": map[string]any{"name": "pinned", "namespace": "team-a"},
+		"spec": map[string]any{"pipelineRef": map[string]any{"name": "p"}, "profileRef": map[string]any{"name": "std"}, "licenseRef": map[string]any{"name": "l"},
+			"upstream": map[string]any{"name": "primary", "address": "mongo:27017"}, "proxyImage": "registry.example.com/nexo/proxy:0.2.1"}}}); err != nil {
+		t.Fatal(err)
+	}
 	// The API server takes the CRD update a moment later: until then it prunes legacyMode.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -90,7 +102,7 @@ func TestPreflightUpgrade(t *testing.T) {
 	}
 	operator("0.2.0")
 	r, _, code := report()
-	if code != 1 || !r.Breaking || !r.Edge.OK || r.Installed != "0.2.0" || r.ObjectsChecked != 1 {
+	if code != 1 || !r.Breaking || !r.Edge.OK || r.Installed != "0.2.0" || r.ObjectsChecked != 3 {
 		t.Errorf("exit %d, report %+v", code, r)
 	}
 	want := map[string]bool{"spec.legacyMode pruned": false, "spec.replicas schema": false}
@@ -112,13 +124,20 @@ func TestPreflightUpgrade(t *testing.T) {
 	if rules["spec.legacyMode existingFieldRemoval"] != "breaking" || rules["spec.replicas maximum"] != "breaking" || len(r.Schema.Changes) != 2 {
 		t.Errorf("schema changes %+v", r.Schema.Changes)
 	}
-	if len(r.Proxies) != 1 || r.Proxies[0].Outcome != upgrade.OutcomeSkipped {
+	outcomes := map[string]upgrade.ProxyOutcome{}
+	for _, p := range r.Proxies {
+		outcomes[p.Name] = p
+	}
+	if len(r.Proxies) != 2 || outcomes["legacy"].Outcome != upgrade.OutcomeSkipped {
 		t.Errorf("proxies %+v (the legacy proxy is not Ready: not predicted)", r.Proxies)
+	}
+	if p := outcomes["pinned"]; p.Outcome != upgrade.OutcomeRefused || !strings.Contains(p.Why, "NexoDeploymentProfile std") || !strings.Contains(p.Why, "registry.example.com/nexo/proxy:0.2.1") {
+		t.Errorf("the proxy on an image its profile does not approve: %+v", p)
 	}
 	// The text names the object, the path, the rule and what to do; no secret is involved.
 	out, _, _ := run(t, "", "--kubeconfig", c.Kubeconfig, "preflight", "--upgrade")
 	if !strings.Contains(out, "breaks NexoProxy team-a/legacy spec.legacyMode [pruned]") || !strings.Contains(out, "copy the value of spec.legacyMode elsewhere") ||
-		!strings.Contains(out, "would break something") {
+		!strings.Contains(out, "would break something") || !strings.Contains(out, "refused team-a/pinned spec.proxyImage registry.example.com/nexo/proxy:0.2.1 is not approved") {
 		t.Errorf("text:\n%s", out)
 	}
 	// Fixed: the object no longer uses what the new schema drops or refuses.

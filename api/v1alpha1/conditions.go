@@ -75,6 +75,9 @@ const (
 	// ReasonPortConflict: an attached NexoMetrics listens on the proxy's own port, so the proxy
 	// Service would list one port twice (the API server refuses it).
 	ReasonPortConflict = "PortConflict"
+	// ReasonImageNotApproved: spec.proxyImage is not among the images the proxy's
+	// NexoDeploymentProfile approves (spec.images, spec.approvedImages).
+	ReasonImageNotApproved = "ImageNotApproved"
 
 	// Licensed.
 	ReasonLicenseNotReady    = "LicenseNotReady"

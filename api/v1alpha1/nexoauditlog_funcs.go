@@ -10,11 +10,11 @@ func (a *NexoAuditLog) Validate() field.ErrorList {
 	return nil
 }
 
-// SecretNames is the webhook token's Secret.
-func (a *NexoAuditLog) SecretNames() []string {
-	var s secretNames
-	if a.Spec.Sink.AuthSecretRef != nil {
-		s.add(a.Spec.Sink.AuthSecretRef.Name)
+// SecretUses is the webhook token's Secret key.
+func (a *NexoAuditLog) SecretUses() []SecretUse {
+	var s secretUses
+	if r := a.Spec.Sink.AuthSecretRef; r != nil {
+		s.add(SecretUse{Name: r.Name, Field: "spec.sink.authSecretRef", Keys: []string{r.Key}})
 	}
 	return s
 }

@@ -25,11 +25,13 @@ func (a *NexoAuthPolicy) Validate() field.ErrorList {
 	return errs
 }
 
-// SecretNames are the mappings' upstream credentials.
-func (a *NexoAuthPolicy) SecretNames() []string {
-	var s secretNames
-	for _, m := range a.Spec.Mappings {
-		s.add(m.CredentialsSecretRef.Name)
+// SecretUses are the mappings' upstream credentials: the username and password keys, read by
+// the component that logs in to the upstream.
+func (a *NexoAuthPolicy) SecretUses() []SecretUse {
+	var s secretUses
+	for i, m := range a.Spec.Mappings {
+		s.add(SecretUse{Name: m.CredentialsSecretRef.Name, Field: fmt.Sprintf("spec.mappings[%d].credentialsSecretRef", i),
+			Keys: []string{KeyUsername, KeyPassword}, Upstream: true})
 	}
 	return s
 }

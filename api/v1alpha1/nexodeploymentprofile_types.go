@@ -11,6 +11,15 @@ type NexoDeploymentProfileSpec struct {
 	// images are the approved proxy runtime images.
 	Images RuntimeImages `json:"images"`
 
+	// approvedImages are the images a NexoProxy of this profile may select in spec.proxyImage,
+	// besides spec.images: a repository with a tag (the tag's image, also when pinned by digest)
+	// or with a digest (that image only). A proxyImage outside them is Validated=False
+	// (ImageNotApproved) and the proxy keeps running its last good revision.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	ApprovedImages []Image `json:"approvedImages,omitempty"`
+
 	// stepCatalog gives the container image for each step kind; a pipeline step whose kind has
 	// an entry runs as its own container in the proxy pod.
 	// +optional
@@ -48,7 +57,8 @@ type NexoDeploymentProfileSpec struct {
 	Defaults ProfileDefaults `json:"defaults,omitempty"`
 }
 
-// RuntimeImages are the two proxy containers' images.
+// RuntimeImages are the two proxy containers' images; a NexoProxy without spec.proxyImage runs
+// them, and they are approved for spec.proxyImage too.
 type RuntimeImages struct {
 	// ingress accepts client connections and runs request steps.
 	Ingress Image `json:"ingress"`
@@ -63,6 +73,9 @@ type StepImage struct {
 	Kind string `json:"kind"`
 	// image that runs the step.
 	Image Image `json:"image"`
+	// resources of the step's container; the profile's defaults.resources apply when unset.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // ProfileDefaults are per-proxy defaults.
@@ -74,7 +87,8 @@ type ProfileDefaults struct {
 	// +kubebuilder:validation:Maximum=100
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// resources for the ingress and egress containers.
+	// resources for the ingress and egress containers (unless the proxy sets spec.resources) and
+	// for step containers whose stepCatalog entry sets none.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }

@@ -21,11 +21,11 @@ func (m *NexoPIIMasking) Validate() field.ErrorList {
 	return errs
 }
 
-// SecretNames is the hash salt's Secret.
-func (m *NexoPIIMasking) SecretNames() []string {
-	var s secretNames
-	if m.Spec.HashSaltSecretRef != nil {
-		s.add(m.Spec.HashSaltSecretRef.Name)
+// SecretUses is the hash salt's Secret key.
+func (m *NexoPIIMasking) SecretUses() []SecretUse {
+	var s secretUses
+	if r := m.Spec.HashSaltSecretRef; r != nil {
+		s.add(SecretUse{Name: r.Name, Field: "spec.hashSaltSecretRef", Keys: []string{r.Key}})
 	}
 	return s
 }

@@ -17,14 +17,14 @@ func (p *NexoProxy) Validate() field.ErrorList {
 	return errs
 }
 
-// SecretNames are the upstream's CA, the serving certificate and the client CA.
-func (p *NexoProxy) SecretNames() []string {
-	var s secretNames
-	s.targetCA(p.Spec.Upstream)
+// SecretUses are the upstream's CA, the serving certificate and the client CA.
+func (p *NexoProxy) SecretUses() []SecretUse {
+	var s secretUses
+	s.targetCA(field.NewPath("spec", "upstream"), p.Spec.Upstream)
 	if p.Spec.TLS != nil {
-		s.add(p.Spec.TLS.SecretRef.Name)
-		if p.Spec.TLS.ClientCASecretRef != nil {
-			s.add(p.Spec.TLS.ClientCASecretRef.Name)
+		s.add(SecretUse{Name: p.Spec.TLS.SecretRef.Name, Field: "spec.tls.secretRef", Keys: []string{KeyTLSCert, KeyTLSKey}})
+		if r := p.Spec.TLS.ClientCASecretRef; r != nil {
+			s.add(SecretUse{Name: r.Name, Field: "spec.tls.clientCASecretRef", Keys: []string{KeyCABundle}})
 		}
 	}
 	return s

@@ -27,11 +27,11 @@ func (r *NexoRouter) Validate() field.ErrorList {
 	return errs
 }
 
-// SecretNames are the targets' CA Secrets.
-func (r *NexoRouter) SecretNames() []string {
-	var s secretNames
-	for _, t := range r.Spec.Targets {
-		s.targetCA(t)
+// SecretUses are the targets' CA Secrets.
+func (r *NexoRouter) SecretUses() []SecretUse {
+	var s secretUses
+	for i, t := range r.Spec.Targets {
+		s.targetCA(field.NewPath("spec", "targets").Index(i), t)
 	}
 	return s
 }

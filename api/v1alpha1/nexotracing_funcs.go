@@ -22,11 +22,11 @@ func (t *NexoTracing) Validate() field.ErrorList {
 	return errs
 }
 
-// SecretNames is the exporter headers' Secret.
-func (t *NexoTracing) SecretNames() []string {
-	var s secretNames
-	if t.Spec.HeadersSecretRef != nil {
-		s.add(t.Spec.HeadersSecretRef.Name)
+// SecretUses is the exporter headers' Secret: every key is a header.
+func (t *NexoTracing) SecretUses() []SecretUse {
+	var s secretUses
+	if r := t.Spec.HeadersSecretRef; r != nil {
+		s.add(SecretUse{Name: r.Name, Field: "spec.headersSecretRef"})
 	}
 	return s
 }

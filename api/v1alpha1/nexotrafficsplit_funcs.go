@@ -22,11 +22,11 @@ func (s *NexoTrafficSplit) Validate() field.ErrorList {
 	return errs
 }
 
-// SecretNames are the targets' CA Secrets.
-func (s *NexoTrafficSplit) SecretNames() []string {
-	var out secretNames
-	for _, t := range s.Spec.Targets {
-		out.targetCA(t.Target)
+// SecretUses are the targets' CA Secrets.
+func (s *NexoTrafficSplit) SecretUses() []SecretUse {
+	var out secretUses
+	for i, t := range s.Spec.Targets {
+		out.targetCA(field.NewPath("spec", "targets").Index(i), t.Target)
 	}
 	return out
 }

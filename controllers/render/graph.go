@@ -18,6 +18,9 @@ type Component struct {
 	Name string       `json:"name"`
 	Slot catalog.Slot `json:"slot"`
 	Spec any          `json:"spec"`
+	// SecretUses are the Secrets the object references and the keys its runtime reads
+	// (nexov1alpha1.SecretUsesOf); they follow from Spec, so the revision does not hash them.
+	SecretUses []nexov1alpha1.SecretUse `json:"-"`
 }
 
 // Graph is a NexoProxy with everything it references, resolved and Ready.
@@ -36,18 +39,19 @@ type Graph struct {
 	OperatorNamespace string
 }
 
-// Revision is a short sha256 of the graph's specs: the same graph gives the same revision on
-// any cluster (names of referenced objects are part of the specs that reference them; no UIDs,
-// namespaces or timestamps).
+// Revision is a short sha256 of the graph's specs and the runtime contract's version: the same
+// graph gives the same revision on any cluster with the same contract (names of referenced
+// objects are part of the specs that reference them; no UIDs, namespaces or timestamps).
 func Revision(g *Graph) string {
 	doc := struct {
+		Contract      string                                 `json:"contract"`
 		Proxy         nexov1alpha1.NexoProxySpec             `json:"proxy"`
 		Pipeline      nexov1alpha1.NexoPipelineSpec          `json:"pipeline"`
 		Router        *Component                             `json:"router,omitempty"`
 		Steps         []Component                            `json:"steps"`
 		Observability []Component                            `json:"observability"`
 		Profile       nexov1alpha1.NexoDeploymentProfileSpec `json:"profile"`
-	}{g.Proxy.Spec, g.Pipeline.Spec, g.Router, g.Steps, g.Observability, g.Profile.Spec}
+	}{ContractVersion, g.Proxy.Spec, g.Pipeline.Spec, g.Router, g.Steps, g.Observability, g.Profile.Spec}
 	return shortHash(mustJSON(doc))
 }
 

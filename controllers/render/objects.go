@@ -19,16 +19,10 @@ import (
 
 // Labels and annotations on generated objects.
 const (
-	ManagedByLabel      = "app.kubernetes.io/managed-by"
-	ManagedByValue      = "nexo-operator"
-	ConfigHashKey       = "nexo.io/config-hash"
-	GraphRevisionKey    = "nexo.io/graph-revision"
-	ConfigMountPath     = "/etc/nexo"
-	TLSMountPath        = "/etc/nexo/tls"
-	ClientCAMountPath   = "/etc/nexo/client-ca"
-	UpstreamCAMountPath = "/etc/nexo/upstream-ca"
-	egressAdminPort     = 27018
-	drainMarginSeconds  = 15
+	ManagedByLabel   = "app.kubernetes.io/managed-by"
+	ManagedByValue   = "nexo-operator"
+	ConfigHashKey    = "nexo.io/config-hash"
+	GraphRevisionKey = "nexo.io/graph-revision"
 )
 
 // RoutingName and StepsName are the ConfigMap names of a proxy's graph revision: each revision's
@@ -84,18 +78,11 @@ func meta(g *Graph, name string) metav1.ObjectMeta {
 }
 
 // ConfigData renders the data of the routing and steps ConfigMaps of a graph revision, keyed by
-// ConfigMap name.
+// ConfigMap name: routing.json (RoutingConfig) and steps.json (StepsConfig).
 func ConfigData(g *Graph, revision string) map[string]map[string]string {
-	routing := map[string]any{
-		"listenPort": port(g),
-		"upstream":   g.Proxy.Spec.Upstream,
-		"router":     g.Router,
-		"tls":        g.Proxy.Spec.TLS != nil,
-	}
-	steps := map[string]any{"steps": g.Steps, "observability": g.Observability}
 	return map[string]map[string]string{
-		RoutingName(g.Proxy.Name, revision): {"routing.json": string(mustJSON(routing))},
-		StepsName(g.Proxy.Name, revision):   {"steps.json": string(mustJSON(steps))},
+		RoutingName(g.Proxy.Name, revision): {"routing.json": string(mustJSON(Routing(g)))},
+		StepsName(g.Proxy.Name, revision):   {"steps.json": string(mustJSON(Steps(g)))},
 	}
 }
 
@@ -163,8 +150,8 @@ func tcpProbe(p int32, initial int32) *corev1.Probe {
 	}
 }
 
-// Deployment renders the proxy Deployment; configHash and revision go on the pod template so
-// pods roll when either changes.
+// Deployment renders the proxy Deployment (docs/runtime.md); configHash and revision go on the
+// pod template so pods roll when either changes.
 func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 	name := g.Proxy.Name
 	labels := Labels(name)
@@ -172,62 +159,64 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 	if g.Proxy.Spec.ProxyImage != "" {
 		ingressImage, egressImage = string(g.Proxy.Spec.ProxyImage), string(g.Proxy.Spec.ProxyImage)
 	}
-	resources := corev1.ResourceRequirements{}
+	defaults := corev1.ResourceRequirements{}
 	if g.Profile.Spec.Defaults.Resources != nil {
-		resources = *g.Profile.Spec.Defaults.Resources
+		defaults = *g.Profile.Spec.Defaults.Resources
 	}
+	resources := defaults
 	if g.Proxy.Spec.Resources != nil {
 		resources = *g.Proxy.Spec.Resources
 	}
-	configMount := corev1.VolumeMount{Name: "config", MountPath: ConfigMountPath, ReadOnly: true}
 	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: RoutingName(name, revision)}}},
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: StepsName(name, revision)}}},
 		},
 	}}}}
-	ingressMounts := []corev1.VolumeMount{configMount}
-	egressMounts := []corev1.VolumeMount{configMount}
-	if tls := g.Proxy.Spec.TLS; tls != nil {
-		volumes = append(volumes, secretVolume("tls", tls.SecretRef.Name))
-		ingressMounts = append(ingressMounts, corev1.VolumeMount{Name: "tls", MountPath: TLSMountPath, ReadOnly: true})
-		if tls.ClientCASecretRef != nil {
-			volumes = append(volumes, secretVolume("client-ca", tls.ClientCASecretRef.Name))
-			ingressMounts = append(ingressMounts, corev1.VolumeMount{Name: "client-ca", MountPath: ClientCAMountPath, ReadOnly: true})
+	// Every container reads the config; each Secret goes to the containers that read it, with
+	// only the keys they read.
+	mounts := map[string][]corev1.VolumeMount{}
+	configMount := corev1.VolumeMount{Name: "config", MountPath: ConfigMountPath, ReadOnly: true}
+	for _, m := range secretMounts(g) {
+		vol := secretVolumeName(m.container, m.secret)
+		src := &corev1.SecretVolumeSource{SecretName: m.secret}
+		for _, k := range m.keys {
+			src.Items = append(src.Items, corev1.KeyToPath{Key: k, Path: k})
 		}
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Secret: src}})
+		mounts[m.container] = append(mounts[m.container], corev1.VolumeMount{Name: vol, MountPath: SecretsMountPath + "/" + m.secret, ReadOnly: true})
 	}
-	if up := g.Proxy.Spec.Upstream.TLS; up != nil && up.CASecretRef != nil {
-		volumes = append(volumes, secretVolume("upstream-ca", up.CASecretRef.Name))
-		egressMounts = append(egressMounts, corev1.VolumeMount{Name: "upstream-ca", MountPath: UpstreamCAMountPath, ReadOnly: true})
+	container := func(name, image string, args []string, ports []corev1.ContainerPort, res corev1.ResourceRequirements) corev1.Container {
+		return corev1.Container{
+			Name: name, Image: image, Args: args, Ports: ports, Resources: res,
+			VolumeMounts:    append([]corev1.VolumeMount{configMount}, mounts[name]...),
+			SecurityContext: restricted(),
+			ReadinessProbe:  tcpProbe(ports[0].ContainerPort, 2), LivenessProbe: tcpProbe(ports[0].ContainerPort, 10),
+			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: PreStopSeconds}}},
+		}
 	}
 	ingressPorts := []corev1.ContainerPort{{Name: "mongodb", ContainerPort: port(g), Protocol: corev1.ProtocolTCP}}
 	if g.Metrics != nil {
 		ingressPorts = append(ingressPorts, corev1.ContainerPort{Name: "metrics", ContainerPort: g.Metrics.Port, Protocol: corev1.ProtocolTCP})
 	}
 	containers := []corev1.Container{
-		{
-			Name: "ingress", Image: ingressImage, Args: []string{"ingress", "--config=" + ConfigMountPath},
-			Ports: ingressPorts, Resources: resources, VolumeMounts: ingressMounts, SecurityContext: restricted(),
-			ReadinessProbe: tcpProbe(port(g), 2), LivenessProbe: tcpProbe(port(g), 10),
-		},
-		{
-			Name: "egress", Image: egressImage, Args: []string{"egress", "--config=" + ConfigMountPath},
-			Ports:     []corev1.ContainerPort{{Name: "egress-admin", ContainerPort: egressAdminPort, Protocol: corev1.ProtocolTCP}},
-			Resources: resources, VolumeMounts: egressMounts, SecurityContext: restricted(),
-			ReadinessProbe: tcpProbe(egressAdminPort, 2), LivenessProbe: tcpProbe(egressAdminPort, 10),
-		},
+		container(IngressContainer, ingressImage, []string{"ingress", "--config=" + ConfigMountPath}, ingressPorts, resources),
+		container(EgressContainer, egressImage, []string{"egress", "--config=" + ConfigMountPath},
+			[]corev1.ContainerPort{{Name: "egress-admin", ContainerPort: EgressAdminPort, Protocol: corev1.ProtocolTCP}}, resources),
 	}
-	for _, s := range StepImages(g) {
-		containers = append(containers, corev1.Container{
-			Name: stepContainerName(s.Kind), Image: string(s.Image), Args: []string{"step", "--kind=" + s.Kind, "--config=" + ConfigMountPath},
-			VolumeMounts: []corev1.VolumeMount{configMount}, SecurityContext: restricted(),
-		})
+	for i, s := range stepContainers(g) {
+		res := defaults
+		if s.Resources != nil {
+			res = *s.Resources
+		}
+		containers = append(containers, container(s.name, string(s.Image),
+			[]string{"step", "--kind=" + s.Kind, "--config=" + ConfigMountPath, fmt.Sprintf("--listen=:%d", s.port)},
+			[]corev1.ContainerPort{{Name: fmt.Sprintf("step-%d", i), ContainerPort: s.port, Protocol: corev1.ProtocolTCP}}, res))
 	}
 	var pullSecrets []corev1.LocalObjectReference
 	for _, s := range g.Profile.Spec.ImagePullSecrets {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: PullSecretName(name, s.Name)})
 	}
-	drain := g.Profile.Spec.DrainTimeoutSeconds
 	deadline := g.Profile.Spec.ProgressDeadlineSeconds
 	if deadline == 0 {
 		deadline = 600
@@ -254,7 +243,7 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 					Containers:                    containers,
 					Volumes:                       volumes,
 					ImagePullSecrets:              pullSecrets,
-					TerminationGracePeriodSeconds: ptr.To(int64(drain) + drainMarginSeconds),
+					TerminationGracePeriodSeconds: ptr.To(gracePeriod(g)),
 					AutomountServiceAccountToken:  ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptr.To(true),
@@ -265,10 +254,6 @@ func Deployment(g *Graph, configHash, revision string) *appsv1.Deployment {
 		},
 	}
 	return dep
-}
-
-func secretVolume(name, secret string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}
 }
 
 // stepContainerName is "step-" plus the kind without its Nexo prefix, lowercased.

@@ -131,7 +131,7 @@ func Run(ctx context.Context, c client.Client, ns string, build map[string]*apie
 	if r.TrustedKeys, err = CheckTrustedKeys(ctx, c, ns); err != nil {
 		return nil, fmt.Errorf("read the trusted-keys Secret: %w", err)
 	}
-	r.Breaking = !r.Edge.OK || r.Schema.Count(schemadiff.Breaking) > 0 || len(r.StoredVersions) > 0
+	r.Breaking = !r.Edge.OK || r.Schema.Count(schemadiff.Breaking) > 0 || len(r.StoredVersions) > 0 || r.Count(OutcomeRefused) > 0
 	for _, f := range r.Objects {
 		r.Breaking = r.Breaking || f.Breaking
 	}
@@ -249,8 +249,8 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    %s %s %s/%s %s [%s] %s; %s\n", sev, f.Kind, f.Namespace, f.Name, f.Path, f.Rule, f.Message, f.Action)
 	}
-	fmt.Fprintf(w, "  proxies: %d roll, %d Deployments updated without a roll, %d unchanged, %d not predicted\n",
-		r.Count(OutcomeRolls), r.Count(OutcomeUpdates), r.Count(OutcomeUnchanged), r.Count(OutcomeSkipped))
+	fmt.Fprintf(w, "%s proxies: %d roll, %d Deployments updated without a roll, %d unchanged, %d refused, %d not predicted\n",
+		mark(r.Count(OutcomeRefused) == 0), r.Count(OutcomeRolls), r.Count(OutcomeUpdates), r.Count(OutcomeUnchanged), r.Count(OutcomeRefused), r.Count(OutcomeSkipped))
 	for _, p := range r.Proxies {
 		if p.Outcome != OutcomeUnchanged {
 			fmt.Fprintf(w, "    %s %s/%s %s\n", p.Outcome, p.Namespace, p.Name, p.Why)

@@ -23,8 +23,9 @@ type ProxyOutcome struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Outcome: rolls (the pod template changes: new pods, one at a time), updates (the
-	// Deployment is written, its pods stay), unchanged, or skipped (Why says why it cannot be
-	// predicted: not Ready, no Deployment yet).
+	// Deployment is written, its pods stay), unchanged, refused (this build's operator would
+	// refuse the proxy, Why says why: it keeps running its last revision, Degraded, until it is
+	// fixed), or skipped (Why says why it cannot be predicted: not Ready, no Deployment yet).
 	Outcome string `json:"outcome"`
 	Why     string `json:"why,omitempty"`
 }
@@ -34,6 +35,7 @@ const (
 	OutcomeRolls     = "rolls"
 	OutcomeUpdates   = "updates"
 	OutcomeUnchanged = "unchanged"
+	OutcomeRefused   = "refused"
 	OutcomeSkipped   = "skipped"
 )
 
@@ -60,6 +62,15 @@ func Predict(ctx context.Context, c client.Client, operatorNamespace string) ([]
 }
 
 func predict(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, operatorNamespace string) (string, string) {
+	// This build runs only images the proxy's profile approves (spec.images, spec.approvedImages):
+	// a proxy that selects another is refused, Ready or not.
+	if image := p.Spec.ProxyImage; image != "" {
+		profile := &nexov1alpha1.NexoDeploymentProfile{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ProfileRef.Name}, profile)
+		if err == nil && !profile.Spec.Approves(image) {
+			return OutcomeRefused, nexov1alpha1.ImageNotApprovedMessage(image, profile)
+		}
+	}
 	if ok, _ := nexov1alpha1.ReadyAndCurrent(p); !ok {
 		return OutcomeSkipped, "not Ready: the operator keeps its last good revision until its graph is fixed"
 	}
@@ -130,7 +141,7 @@ func resolve(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, op
 		case "license":
 			continue
 		}
-		comp := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface()}
+		comp := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface(), SecretUses: nexov1alpha1.SecretUsesOf(obj)}
 		switch comp.Slot {
 		case catalog.SlotRouter:
 			g.Router = &comp
