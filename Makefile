@@ -22,10 +22,12 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1 and the o
 	go run ./hack/rbacmarkers
 
 .PHONY: manifests
-manifests: generate ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs).
+manifests: generate ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs); then the runtime contract's JSON Schemas and examples (docs/runtime).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./operator/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/crdmeta
+	go run ./hack/runtimeschema
+	go test -count=1 -run '^TestRuntimeContractExamples$$' ./controllers/render/ -args -update
 
 .PHONY: chart
 chart: manifests ## Copy CRDs and operator RBAC from config/ into charts/nexo-edge.

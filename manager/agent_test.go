@@ -137,8 +137,8 @@ func run(m *testing.M) int {
 		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-trusted-keys", Namespace: "nexo-system"}, Data: map[string][]byte{"cp.pem": signature.MarshalPublicKey(cpPub)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "nexo-registry", Namespace: "nexo-system", Labels: map[string]string{wire.RegistryCredentialLabel: "true"}}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: "shop"}, Data: map[string][]byte{"license": []byte(doc)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "orders-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("x")}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "reporting-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"password": []byte("y")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "orders-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"username": []byte("orders"), "password": []byte("x")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "reporting-upstream-credentials", Namespace: "shop"}, Data: map[string][]byte{"username": []byte("reporting"), "password": []byte("y")}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "pii-salt", Namespace: "shop"}, Data: map[string][]byte{"salt": []byte("z")}},
 	} {
 		if err := k8s.Create(ctx, sec); err != nil {
@@ -359,6 +359,19 @@ func TestDeployRolloutUninstallUpgrade(t *testing.T) {
 	unowned.Status = nexov1alpha1.NexoProxyStatus{}
 	if err := k8s.Create(ctx, unowned); err != nil {
 		t.Fatal(err)
+	}
+	// A rollout to an image inside the cluster's limit but not approved by the proxy's profile is
+	// refused before anything is written: the operator would refuse it and the proxy would stay
+	// Degraded on its last revision.
+	generation := p.Generation
+	refusedID := enqueue(t, protocol.Command{Type: protocol.Rollout, Image: "registry.example.com/nexo/proxy:9.9.9"})
+	round(t, a)
+	if c := commandStatus(t, refusedID); c.Status != protocol.Failed || !strings.Contains(c.Message, "shop/orders-proxy (NexoDeploymentProfile standard approves") ||
+		!strings.Contains(c.Message, "registry.example.com/nexo/proxy:0.2.1") || !strings.Contains(c.Message, "spec.approvedImages") || !strings.Contains(c.Message, "nothing was changed") {
+		t.Errorf("rollout to an unapproved image: %+v", c)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, p); err != nil || p.Generation != generation || p.Spec.ProxyImage != "" {
+		t.Errorf("the refused rollout changed the proxy: generation %d → %d, image %q (%v)", generation, p.Generation, p.Spec.ProxyImage, err)
 	}
 	rollID := enqueue(t, protocol.Command{Type: protocol.Rollout, Image: "registry.example.com/nexo/proxy:0.2.1"})
 	uninstID := enqueue(t, protocol.Command{Type: protocol.Uninstall, Proxy: &protocol.ObjectRef{Namespace: "shop", Name: "unowned-proxy"}})

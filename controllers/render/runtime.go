@@ -49,15 +49,17 @@ const (
 
 // RoutingConfig is routing.json: how the pod accepts clients, reaches the upstream and drains.
 type RoutingConfig struct {
-	// ContractVersion is ContractVersion; a container refuses a version it does not know.
+	// ContractVersion is the version of this contract, nexo.io/runtime/v1; a container refuses a
+	// version it does not know.
 	ContractVersion string `json:"contractVersion"`
 	// ListenPort is the MongoDB wire-protocol port ingress listens on.
 	ListenPort int32 `json:"listenPort"`
 	// Upstream is the proxy's upstream (NexoProxy spec.upstream), which egress connects to.
 	Upstream nexov1alpha1.Target `json:"upstream"`
-	// TLS, when set, is the serving certificate ingress terminates client TLS with.
+	// TLS, when present, is the serving certificate ingress terminates client TLS with.
 	TLS *TLSConfig `json:"tls,omitempty"`
-	// Router routes operations to named upstream targets (nil: every operation goes to Upstream).
+	// Router routes operations to named upstream targets (absent: every operation goes to
+	// Upstream).
 	Router *ComponentConfig `json:"router,omitempty"`
 	// EgressAddress is where ingress reaches egress inside the pod.
 	EgressAddress string `json:"egressAddress"`

@@ -181,7 +181,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	deploy := func(replicas int) {
 		cur.Helper()
 		file := path(fmt.Sprintf("graph-%d.yaml", replicas))
-		_ = os.WriteFile(file, []byte(testinstall.HostedGraph("shop", replicas)), 0o644)
+		_ = os.WriteFile(file, []byte(testinstall.HostedGraph("shop", replicas, "registry.example.com/nexo/proxy:0.2.1")), 0o644)
 		cp("command", "deploy", envID, "-f", file, "--namespace", "shop")
 	}
 

@@ -48,6 +48,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
@@ -191,6 +192,14 @@ func upgradeCase(t *testing.T, how string) {
 	op.Stop()
 	s.tamper("proxy-0")
 	before := s.templates()
+	// Every proxy rolls once when this build renders another runtime contract than the running
+	// release (0.2.0's config names none: docs/upgrade.md, "0.2.0 to 0.3.0"); otherwise only the
+	// tampered one does.
+	wantRolls := 1
+	if running := s.runtimeContract("proxy-1"); running != render.ContractVersion {
+		wantRolls = proxies
+		t.Logf("%s renders runtime contract %q, this build %q: every proxy rolls once", from, running, render.ContractVersion)
+	}
 
 	// Before upgrading: what the new nexoctl says.
 	report, out := s.preflightUpgrade()
@@ -207,8 +216,8 @@ func upgradeCase(t *testing.T, how string) {
 	for _, p := range report.Proxies {
 		predicted[p.Name] = p.Outcome
 	}
-	if len(predicted) != proxies || predicted["proxy-0"] != upgrade.OutcomeRolls || report.Count(upgrade.OutcomeRolls) != 1 || report.Count(upgrade.OutcomeUnchanged) != proxies-1 {
-		t.Fatalf("predicted %v, want proxy-0 to roll and %d unchanged:\n%s", predicted, proxies-1, out)
+	if len(predicted) != proxies || predicted["proxy-0"] != upgrade.OutcomeRolls || report.Count(upgrade.OutcomeRolls) != wantRolls || report.Count(upgrade.OutcomeUnchanged) != proxies-wantRolls {
+		t.Fatalf("predicted %v, want proxy-0 and %d in all to roll, %d unchanged:\n%s", predicted, wantRolls, proxies-wantRolls, out)
 	}
 
 	// From here on: every proxy the preflight did not name stays Ready; the one it named is
@@ -495,6 +504,17 @@ func (s *suite) tamper(proxy string) {
 	})
 }
 
+func (s *suite) configMap(name string) (*corev1.ConfigMap, bool) {
+	cm := &corev1.ConfigMap{}
+	if err := s.k8s.Get(s.ctx, client.ObjectKey{Namespace: "fleet", Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false
+		}
+		s.t.Fatal(err)
+	}
+	return cm, true
+}
+
 func (s *suite) deployment(name string) *appsv1.Deployment {
 	d := &appsv1.Deployment{}
 	if err := s.k8s.Get(s.ctx, client.ObjectKey{Namespace: "fleet", Name: name}, d); err != nil {
@@ -527,6 +547,26 @@ func (s *suite) templates() map[string]string {
 
 // census lists every Nexo object (kind, namespace, name, uid) and every proxy child, so a lost or
 // re-created object shows.
+// runtimeContract is the runtime contract a proxy's running config names ("" before there was one).
+func (s *suite) runtimeContract(proxy string) string {
+	d := s.deployment(proxy)
+	cm := &corev1.ConfigMap{}
+	if err := s.k8s.Get(s.ctx, client.ObjectKey{Namespace: "fleet", Name: render.RoutingName(proxy, d.Spec.Template.Annotations[render.GraphRevisionKey])}, cm); err != nil {
+		s.t.Fatal(err)
+	}
+	var routing struct {
+		ContractVersion string `json:"contractVersion"`
+	}
+	if err := json.Unmarshal([]byte(cm.Data["routing.json"]), &routing); err != nil {
+		s.t.Fatalf("%s's routing.json: %v", proxy, err)
+	}
+	return routing.ContractVersion
+}
+
+// census lists the Nexo objects and the proxies' children with their UIDs, so an upgrade that
+// deletes and recreates anything shows. A proxy's config ConfigMaps are per graph revision
+// (docs/operator.md): they are listed by proxy as "the running revision's pair, and at most the
+// previous revision's", which a rollout keeps true.
 func (s *suite) census() string {
 	var lines []string
 	for _, k := range catalog.Kinds {
@@ -545,9 +585,19 @@ func (s *suite) census() string {
 			s.t.Fatal(err)
 		}
 		items, _ := meta.ExtractList(l)
+		perProxy := map[string]int{}
 		for _, o := range items {
 			m, _ := meta.Accessor(o)
+			if proxy := m.GetLabels()[wire.ProxyLabel]; proxy != "" && render.ConfigRevision(proxy, m.GetName()) != "" {
+				perProxy[proxy]++
+				continue
+			}
 			lines = append(lines, fmt.Sprintf("%T %s %s", l, m.GetName(), m.GetUID()))
+		}
+		for proxy, n := range perProxy {
+			current := s.deployment(proxy).Spec.Template.Annotations[render.GraphRevisionKey]
+			_, hasCurrent := s.configMap(render.RoutingName(proxy, current))
+			lines = append(lines, fmt.Sprintf("config of %s: the running revision's %v, two or four ConfigMaps %v", proxy, hasCurrent, n == 2 || n == 4))
 		}
 	}
 	sort.Strings(lines)
