@@ -2,13 +2,16 @@ package controllers_test
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,16 +41,36 @@ func secretMounts(spec corev1.PodSpec) map[string]map[string][]string {
 	return out
 }
 
-func conditionOf(p *nexov1alpha1.NexoProxy, t string) metav1Condition {
-	if c := meta.FindStatusCondition(p.Status.Conditions, t); c != nil {
-		return metav1Condition{c.Status == "True", c.Reason, c.Message}
+// validateConfig validates a rendered config file against one of the runtime contract's JSON
+// Schemas.
+func validateConfig(t *testing.T, schemaFile, doc string) error {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join("..", "docs", "runtime", schemaFile))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return metav1Condition{}
+	schema, err := jsonschema.NewCompiler().Compile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return schema.Validate(v)
 }
 
-type metav1Condition struct {
+// condition is one of a proxy's conditions, in short.
+type condition struct {
 	true            bool
 	reason, message string
+}
+
+func conditionOf(p *nexov1alpha1.NexoProxy, t string) condition {
+	if c := meta.FindStatusCondition(p.Status.Conditions, t); c != nil {
+		return condition{c.Status == metav1.ConditionTrue, c.Reason, c.Message}
+	}
+	return condition{}
 }
 
 // A NexoAuthPolicy's upstream credentials reach egress and no other container, with only the
@@ -80,6 +103,20 @@ func TestSecretsReachTheContainerThatReadsThem(t *testing.T) {
 		}
 		if len(mounts[container]) != len(secrets) {
 			t.Errorf("%s mounts %v, want only %v", container, mounts[container], secrets)
+		}
+	}
+
+	// The config the operator wrote follows the published JSON Schemas (docs/runtime).
+	for file, cm := range map[string]string{"routing.schema.json": render.RoutingName(proxyName, d.Spec.Template.Annotations[render.GraphRevisionKey]),
+		"steps.schema.json": render.StepsName(proxyName, d.Spec.Template.Annotations[render.GraphRevisionKey])} {
+		config, ok := configMapOf(t, ns, cm)
+		if !ok {
+			t.Fatalf("no ConfigMap %s", cm)
+		}
+		for key, doc := range config.Data {
+			if err := validateConfig(t, file, doc); err != nil {
+				t.Errorf("%s %s does not follow %s: %v", cm, key, file, err)
+			}
 		}
 	}
 

@@ -146,7 +146,7 @@ func stepContainers(g *Graph) []stepContainer {
 // command and answers it).
 func runsIn(g *Graph, c Component) string {
 	if c.Slot != catalog.SlotRouter && c.Slot != catalog.SlotObservability {
-		if i := slices.IndexFunc(StepImages(g), func(s nexov1alpha1.StepImage) bool { return s.Kind == c.Kind }); i >= 0 {
+		if slices.ContainsFunc(StepImages(g), func(s nexov1alpha1.StepImage) bool { return s.Kind == c.Kind }) {
 			return stepContainerName(c.Kind)
 		}
 	}
