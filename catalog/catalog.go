@@ -25,7 +25,16 @@ const UpgradesFrom = ">=0.2.0 <0.3.0"
 // DefaultProxyImage is the proxy image released with this bundle: what a Manager reports as its
 // configured proxy image unless the install sets another (the chart's manager.proxyImage, the
 // CSV's NEXO_PROXY_IMAGE, kustomize's nexo-manager-config key proxyImage).
-const DefaultProxyImage = "ghcr.io/nexo-io/nexo-proxy:" + BuildVersion
+const DefaultProxyImage = Registry + "/nexo-proxy:" + BuildVersion
+
+// Where releases are published (docs/release.md): the registry of the images, the bundle and
+// the chart (Helm's OCI artifact), and the repository whose releases/<version>/ folder is each
+// release's kustomize entry point. The install command names them, pinned to a version.
+const (
+	Registry         = "ghcr.io/nexo-io"
+	ChartReference   = "oci://" + Registry + "/charts/nexo-edge"
+	SourceRepository = "https://github.com/nexo-io/nexo-edge"
+)
 
 // MinKubernetesVersion is the oldest Kubernetes these kinds and this build's operator support:
 // nexoctl preflight checks it, and the chart (kubeVersion) and the CSV (minKubeVersion) declare

@@ -11,19 +11,27 @@ import (
 )
 
 // InstallCommand is what the Control Plane hands a user to install an environment
-// (docs/protocol.md, "Admin API"): version-pinned, complete, and free of the token itself (it is a file the user saved
-// when the environment was registered or its token rotated).
+// (docs/protocol.md, "Admin API"): complete, pinned to one bundle version on every path, and
+// free of the token itself (it is a file the user saved when the environment was registered or
+// its token rotated).
 type InstallCommand struct {
 	Environment string `json:"environment"`
 	// Version is the bundle version every command below pins.
 	Version         string `json:"version"`
 	ControlPlaneURL string `json:"controlPlaneURL"`
-	// Nexoctl is the one command for a Helm-based install (nexoctl embeds the chart).
+	// Nexoctl is the one command for a Helm-based install (nexoctl embeds the chart): its
+	// --version refuses a nexoctl of another version.
 	Nexoctl string `json:"nexoctl"`
-	// HelmValues are the chart values the install needs, for Helm users.
-	HelmValues map[string]any `json:"helmValues"`
-	// OLMSubscription is the Subscription (with config.env) for OperatorHub users, and
-	// OLMTokenSecret the command that adds the token Secret next to it.
+	// Helm installs the released chart (Helm's OCI artifact) at Version, for Helm users, with
+	// HelmValues; the token Secret comes first (HelmTokenSecret).
+	Helm            string         `json:"helm"`
+	HelmValues      map[string]any `json:"helmValues"`
+	HelmTokenSecret string         `json:"helmTokenSecret"`
+	// Kustomize installs the release's kustomize entry point (releases/<Version>/, which never
+	// changes once released), then the installation ConfigMap and the token Secret.
+	Kustomize []string `json:"kustomize"`
+	// OLMSubscription is the Subscription (startingCSV pinned, config.env) for OperatorHub
+	// users, and OLMTokenSecret the command that adds the token Secret next to it.
 	OLMSubscription string `json:"olmSubscription"`
 	OLMTokenSecret  string `json:"olmTokenSecret"`
 }
@@ -34,14 +42,15 @@ func Install(envID, controlPlaneURL string) (InstallCommand, error) {
 	if controlPlaneURL == "" {
 		return InstallCommand{}, errors.New("this Control Plane has no public URL configured (controlplane serve --public-url): the install command cannot name it")
 	}
-	const tokenFile = "./connect-token"
+	const tokenFile, ns = "./connect-token", "nexo-system"
+	version := catalog.BuildVersion
 	sub := map[string]any{
 		"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-		"metadata": map[string]any{"name": "nexo-operator", "namespace": "nexo-system"},
+		"metadata": map[string]any{"name": "nexo-operator", "namespace": ns},
 		"spec": map[string]any{
-			"channel": catalog.DefaultChannel(catalog.BuildVersion), "name": "nexo-operator",
+			"channel": catalog.DefaultChannel(version), "name": "nexo-operator",
 			"source": "nexo-edge", "sourceNamespace": "openshift-marketplace", "installPlanApproval": "Manual",
-			"startingCSV": "nexo-operator.v" + catalog.BuildVersion,
+			"startingCSV": "nexo-operator.v" + version,
 			"config": map[string]any{"env": []any{
 				map[string]any{"name": "NEXO_CONTROL_PLANE_URL", "value": controlPlaneURL},
 				map[string]any{"name": "NEXO_ENVIRONMENT_ID", "value": envID},
@@ -52,16 +61,24 @@ func Install(envID, controlPlaneURL string) (InstallCommand, error) {
 	if err != nil {
 		return InstallCommand{}, err
 	}
+	tokenSecret := fmt.Sprintf("kubectl -n %s create secret generic nexo-connect-token --from-file=token=%s", ns, tokenFile)
 	return InstallCommand{
-		Environment: envID, Version: catalog.BuildVersion, ControlPlaneURL: controlPlaneURL,
-		Nexoctl: fmt.Sprintf("nexoctl install --token-file %s --control-plane-url %s --set environmentID=%s   # nexoctl %s (nexoctl version)",
-			tokenFile, controlPlaneURL, envID, catalog.BuildVersion),
+		Environment: envID, Version: version, ControlPlaneURL: controlPlaneURL,
+		Nexoctl: fmt.Sprintf("nexoctl install --version %s --token-file %s --control-plane-url %s --set environmentID=%s",
+			version, tokenFile, controlPlaneURL, envID),
+		Helm: fmt.Sprintf("helm upgrade --install nexo-edge %s --version %s --namespace %s --set environmentID=%s --set manager.controlPlaneURL=%s",
+			catalog.ChartReference, version, ns, envID, controlPlaneURL),
 		HelmValues:      map[string]any{"environmentID": envID, "manager": map[string]any{"controlPlaneURL": controlPlaneURL}},
+		HelmTokenSecret: fmt.Sprintf("kubectl create namespace %s && %s", ns, tokenSecret),
+		Kustomize: []string{
+			fmt.Sprintf("kubectl apply --server-side -k '%s//releases/%s'", catalog.SourceRepository, version),
+			fmt.Sprintf("kubectl -n %s create configmap nexo-manager-config --from-literal=controlPlaneURL=%s --from-literal=environmentID=%s", ns, controlPlaneURL, envID),
+			tokenSecret,
+		},
 		OLMSubscription: string(subYAML),
 		// The bundle ships no trusted-keys Secret (OLM would replace it on every upgrade): the
 		// installer creates it, empty, with the token's.
-		OLMTokenSecret: "kubectl -n nexo-system create secret generic nexo-connect-token --from-file=token=" + tokenFile +
-			" && kubectl -n nexo-system create secret generic nexo-trusted-keys",
+		OLMTokenSecret: tokenSecret + fmt.Sprintf(" && kubectl -n %s create secret generic nexo-trusted-keys", ns),
 	}, nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,15 +22,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
-	"github.com/nexo-io/nexo-edge/contract/wire"
 )
 
 // Config configures the Manager.
@@ -82,9 +80,10 @@ type Agent struct {
 	discovery discovery.DiscoveryInterface
 	metrics   *metrics
 
-	mu            sync.Mutex
-	url           string // the Control Plane URL: configured, or read by WaitForControlPlaneURL
-	waiting       error  // why there is no URL yet (nil once there is one)
+	mu  sync.Mutex
+	url string // the Control Plane URL: configured, or read by WaitForConfiguration
+	// notConfigured says what the Manager still needs before it can connect (nil once configured).
+	notConfigured error
 	lastHeartbeat time.Time
 	reachable     bool
 	// advertised are the signing keys of the last heartbeat answer (trusted for deploys too).
@@ -117,58 +116,6 @@ func validURL(raw string) error {
 	return nil
 }
 
-// errNoURL is the Manager's not-ready reason while it has no Control Plane URL.
-var errNoURL = fmt.Errorf("waiting for the Control Plane URL: create the ConfigMap %s with the key %s (the URL in the Control Plane's install command), "+
-	"or set --control-plane-url or NEXO_CONTROL_PLANE_URL (OLM: the Subscription's config.env); there is no default", wire.InstallConfigMap, wire.ConfigControlPlane)
-
-// urlPoll is how often the installation ConfigMap is read while the Manager waits for its URL.
-var urlPoll = 5 * time.Second
-
-// WaitForControlPlaneURL returns once the Manager has a Control Plane URL: the configured one,
-// else the installation ConfigMap's controlPlaneURL, read every urlPoll until it is set and
-// valid (a console install creates the ConfigMap after the pod starts). Meanwhile Ready and the
-// status ConfigMap say what to set. It returns false when ctx ends first.
-func (a *Agent) WaitForControlPlaneURL(ctx context.Context) bool {
-	if a.controlPlaneURL() != "" {
-		return true
-	}
-	key := client.ObjectKey{Namespace: a.cfg.Namespace, Name: wire.InstallConfigMap}
-	var last string
-	for {
-		reason := errNoURL
-		cm := &corev1.ConfigMap{}
-		err := a.client.Get(ctx, key, cm)
-		raw := strings.TrimSpace(cm.Data[wire.ConfigControlPlane])
-		switch {
-		case err != nil && !apierrors.IsNotFound(err):
-			reason = fmt.Errorf("waiting for the Control Plane URL: cannot read the ConfigMap %s: %w", key, err)
-		case raw != "":
-			if err := validURL(raw); err != nil {
-				reason = fmt.Errorf("waiting for a valid Control Plane URL in the ConfigMap %s: %w", key, err)
-				break
-			}
-			a.mu.Lock()
-			a.url, a.waiting = raw, nil
-			a.mu.Unlock()
-			a.cfg.Log.Info("Control Plane URL read from the installation ConfigMap", "configMap", key.String(), "controlPlane", raw)
-			return true
-		}
-		a.mu.Lock()
-		a.waiting = reason
-		a.mu.Unlock()
-		if reason.Error() != last {
-			last = reason.Error()
-			a.cfg.Log.Info("not ready: " + last)
-			a.updateStatus(ctx, map[string]string{wire.StatusLastHeartbeatResult: last, wire.StatusControlPlaneReachable: "false"})
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(urlPoll):
-		}
-	}
-}
-
 // controlPlaneURL is the configured URL, or the one read from the installation ConfigMap.
 func (a *Agent) controlPlaneURL() string {
 	a.mu.Lock()
@@ -184,11 +131,7 @@ func NewAgent(cfg Config, c client.Client, d discovery.DiscoveryInterface) *Agen
 	if cfg.AckAttempts <= 0 {
 		cfg.AckAttempts = 5
 	}
-	a := &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics(), url: cfg.ControlPlaneURL}
-	if a.url == "" {
-		a.waiting = errNoURL
-	}
-	return a
+	return &Agent{cfg: cfg, client: c, discovery: d, metrics: newMetrics(), url: cfg.ControlPlaneURL, notConfigured: errNotChecked}
 }
 
 // OwnerID is the value of the owner label on everything this Manager creates: the configured
@@ -250,27 +193,31 @@ func (a *Agent) token() (string, error) {
 // Run heartbeats until ctx ends. Failures back off exponentially with jitter; the Control Plane
 // steers the normal interval. Losing the Control Plane stops new commands only.
 func (a *Agent) Run(ctx context.Context) error {
-	if !a.WaitForControlPlaneURL(ctx) {
+	if !a.WaitForConfiguration(ctx) {
 		return nil
 	}
-	backoff := time.Second
+	backoff := heartbeatBackoff()
 	for {
 		next, err := a.Round(ctx)
-		wait := next
+		pause := wait.Jitter(next, 0.2)
 		if err != nil {
-			a.cfg.Log.Error(err, "heartbeat failed; retrying", "in", backoff.String())
-			wait = backoff
-			backoff = min(backoff*2, time.Minute)
+			pause = backoff.Step()
+			a.cfg.Log.Error(err, "heartbeat failed; retrying", "in", pause.Round(time.Millisecond).String())
 		} else {
-			backoff = time.Second
+			backoff = heartbeatBackoff()
 		}
-		wait += time.Duration(rand.Int64N(int64(wait)/5 + 1)) // jitter
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(wait):
+		case <-time.After(pause):
 		}
 	}
+}
+
+// heartbeatBackoff is the pause after each failed heartbeat in a row: 1 s, doubling up to a
+// minute, each with up to 20% jitter so Managers cut off together do not return together.
+func heartbeatBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: time.Minute}
 }
 
 // inventoryCatchUp is the pause between heartbeats while inventory changes wait to be sent.
@@ -392,36 +339,40 @@ func (a *Agent) applySafely(ctx context.Context, cmd protocol.Command) (outcome 
 	return a.apply(ctx, cmd)
 }
 
+// ack sends a command's outcome, with up to AckAttempts attempts: 200 ms apart, doubling up to
+// 10 s, with jitter. It returns the last attempt's error.
 func (a *Agent) ack(ctx context.Context, id string, outcome protocol.Ack) error {
-	delay := 200 * time.Millisecond
-	var err error
-	for attempt := 1; attempt <= a.cfg.AckAttempts; attempt++ {
-		if err = a.post(ctx, "/v1/commands/"+id+"/ack", outcome, nil); err == nil {
-			return nil
-		}
-		if attempt == a.cfg.AckAttempts {
-			break
-		}
-		a.metrics.ackRetries.Inc()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay + time.Duration(rand.Int64N(int64(delay)))):
-		}
-		delay = min(delay*2, 10*time.Second)
+	var last error
+	attempt := 0
+	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 1, Steps: a.cfg.AckAttempts, Cap: 10 * time.Second},
+		func(ctx context.Context) (bool, error) {
+			if attempt++; attempt > 1 {
+				a.metrics.ackRetries.Inc()
+			}
+			last = a.post(ctx, "/v1/commands/"+id+"/ack", outcome, nil)
+			return last == nil, nil
+		})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case last != nil:
+		return last
 	}
 	return err
 }
 
-// Healthy reports liveness; Ready reports whether a heartbeat has succeeded recently.
-func (a *Agent) Ready() error {
+// Ready reports readiness: the Manager is Ready as a process. Whether it is configured and
+// whether it reaches the Control Plane are its status (the status ConfigMap, the
+// nexo_manager_condition metric, the Event on its Deployment, nexoctl preflight), not its
+// readiness: a console install (OLM) must reach Succeeded before anything is configured, and a
+// Control Plane outage must not mark the operator failed (docs/protocol.md, "Configuration").
+func (a *Agent) Ready() error { return nil }
+
+// Configured says what the Manager still needs before it can connect, or nil.
+func (a *Agent) Configured() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.waiting != nil {
-		return a.waiting
-	}
-	if a.lastHeartbeat.IsZero() {
-		return errors.New("no successful heartbeat yet")
-	}
-	return nil
+	return a.notConfigured
 }

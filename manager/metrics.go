@@ -11,6 +11,18 @@ type metrics struct {
 	lastHeartbeat prometheus.Gauge
 	commands      *prometheus.CounterVec
 	ackRetries    prometheus.Counter
+	condition     *prometheus.GaugeVec
+}
+
+// setCondition sets a condition-style series pair: status="true" is 1 and status="false" 0
+// when it holds, the other way round when not (as kube-state-metrics reports conditions).
+func (m *metrics) setCondition(condition string, holds bool) {
+	t, f := 0.0, 1.0
+	if holds {
+		t, f = 1, 0
+	}
+	m.condition.WithLabelValues(condition, "true").Set(t)
+	m.condition.WithLabelValues(condition, "false").Set(f)
 }
 
 var (
@@ -31,8 +43,10 @@ func newMetrics() *metrics {
 				Help: "Commands applied, by type and outcome."}, []string{"type", "status"}),
 			ackRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "nexo_manager_ack_retries_total",
 				Help: "Acknowledgement attempts retried."}),
+			condition: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nexo_manager_condition",
+				Help: "The Manager's conditions, one series per status: Configured (it has a Control Plane URL, a connect token and the trusted-keys Secret)."}, []string{"condition", "status"}),
 		}
-		Registry.MustRegister(shared.lastHeartbeat, shared.commands, shared.ackRetries)
+		Registry.MustRegister(shared.lastHeartbeat, shared.commands, shared.ackRetries, shared.condition)
 	})
 	return shared
 }

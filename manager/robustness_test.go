@@ -9,6 +9,8 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -320,7 +323,7 @@ func TestTrustedKeysAreFollowed(t *testing.T) {
 
 // TestConfigurationWithoutAControlPlaneURLIsRefused: there is no product default for the Control
 // Plane (no historical host is a contract). A URL that is not one is refused at start; no URL at
-// all is valid, and the Manager waits for one (TestManagerWaitsForItsControlPlaneURL).
+// all is valid, and the Manager waits for one (TestManagerReportsWhatItsConfigurationLacks).
 func TestConfigurationWithoutAControlPlaneURLIsRefused(t *testing.T) {
 	for url, want := range map[string]string{
 		"":                        "",
@@ -448,26 +451,64 @@ func TestSigningKeyRotationReachesTheCluster(t *testing.T) {
 	waitVerdict(byNew, "Signed")
 }
 
-// TestManagerWaitsForItsControlPlaneURL: a console install starts the Manager before anyone has
-// told it where the Control Plane is. It neither exits nor connects anywhere: it is not Ready,
-// its reason (readiness, status ConfigMap) names the ConfigMap and key to set, a bad URL there
-// is named as bad, and once the URL is set it heartbeats and becomes Ready, without a restart.
-func TestManagerWaitsForItsControlPlaneURL(t *testing.T) {
+// A Manager without its configuration (no Control Plane URL, no connect token) runs and is
+// Ready, and says what is missing and where to create it: its status ConfigMap, an Event on its
+// Deployment and the nexo_manager_condition metric. Each missing piece, once created, is picked
+// up without a restart; then it heartbeats.
+func TestManagerReportsWhatItsConfigurationLacks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := newAgent(t, func(c *manager.Config) { c.ControlPlaneURL = "" })
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	a := newAgent(t, func(c *manager.Config) { c.ControlPlaneURL, c.TokenFile = "", tokenFile })
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	status := func() string {
+	status := func() map[string]string {
 		cm := &corev1.ConfigMap{}
 		_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ManagerStatusConfigMap}, cm)
-		return cm.Data[wire.StatusLastHeartbeatResult]
+		return cm.Data
 	}
-	waitFor(t, "the Manager says what it waits for", func() bool {
-		err := a.Ready()
-		return err != nil && strings.Contains(err.Error(), "ConfigMap nexo-manager-config with the key controlPlaneURL") &&
-			strings.Contains(status(), "waiting for the Control Plane URL")
+	configured := func() string {
+		families, _ := manager.Registry.Gather()
+		for _, f := range families {
+			if f.GetName() != "nexo_manager_condition" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["condition"] == "Configured" && m.GetGauge().GetValue() == 1 {
+					return labels["status"]
+				}
+			}
+		}
+		return ""
+	}
+	events := func(reason string) []string {
+		list := &eventsv1.EventList{}
+		_ = k8s.List(ctx, list, client.InNamespace("nexo-system"))
+		var out []string
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Regarding.Kind == "Deployment" && e.Regarding.Name == wire.ManagerName {
+				out = append(out, e.Note)
+			}
+		}
+		return out
+	}
+	waitFor(t, "the Manager says both what is missing and where", func() bool {
+		st := status()
+		return st[wire.StatusConfigured] == "false" && strings.Contains(st[wire.StatusNotConfigured], "ConfigMap nexo-manager-config in namespace nexo-system with the key controlPlaneURL") &&
+			strings.Contains(st[wire.StatusNotConfigured], "Secret nexo-connect-token in namespace nexo-system with the key token") &&
+			configured() == "false" && a.Configured() != nil
+	})
+	if err := a.Ready(); err != nil {
+		t.Errorf("the unconfigured Manager is not Ready: %v", err)
+	}
+	waitFor(t, "an Event on the Manager's Deployment says what is missing", func() bool {
+		notes := events("NotConfigured")
+		return len(notes) > 0 && strings.Contains(notes[len(notes)-1], "nexo-manager-config")
 	})
 	cfg := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "nexo-system", Name: wire.InstallConfigMap}, Data: map[string]string{wire.ConfigControlPlane: "cp.example.com"}}
 	if err := k8s.Create(ctx, cfg); err != nil {
@@ -475,14 +516,29 @@ func TestManagerWaitsForItsControlPlaneURL(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), cfg) })
 	waitFor(t, "the Manager names the bad URL", func() bool {
-		err := a.Ready()
-		return err != nil && strings.Contains(err.Error(), `"cp.example.com" is not an http(s) URL`)
+		return strings.Contains(status()[wire.StatusNotConfigured], `"cp.example.com" is not an http(s) URL`)
 	})
 	cfg.Data[wire.ConfigControlPlane] = cp.srv.URL
 	if err := k8s.Update(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the Manager heartbeats and is Ready", func() bool { return a.Ready() == nil && status() == "ok" })
+	waitFor(t, "only the token is missing", func() bool {
+		missing := status()[wire.StatusNotConfigured]
+		return !strings.Contains(missing, "Control Plane URL") && strings.Contains(missing, "nexo-connect-token")
+	})
+	if err := os.WriteFile(tokenFile, []byte(token), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the Manager is configured, heartbeats and says so", func() bool {
+		st := status()
+		return a.Ready() == nil && a.Configured() == nil && st[wire.StatusConfigured] == "true" && st[wire.StatusNotConfigured] == "" &&
+			st[wire.StatusLastHeartbeatResult] == "ok" && configured() == "true" && len(events("Configured")) > 0
+	})
+	for _, note := range append(events("NotConfigured"), events("Configured")...) {
+		if strings.Contains(note, token) {
+			t.Errorf("an Event carries the connect token: %q", note)
+		}
+	}
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

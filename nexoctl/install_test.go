@@ -26,6 +26,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/charts"
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -98,6 +99,15 @@ func TestInstall(t *testing.T) {
 	}
 
 	good := write("token", token, 0o600)
+	// The install command pins a version: a nexoctl of another one refuses, naming both, and
+	// changes nothing.
+	if _, errOut, code := run(t, "", append(kc, "install", "--version", "9.9.9", "--token-file", good, "--control-plane-url", "https://cp.example.invalid")...); code != 1 ||
+		!strings.Contains(errOut, "installs Nexo Edge "+catalog.BuildVersion) || !strings.Contains(errOut, "asks for 9.9.9") || !strings.Contains(errOut, "nothing was changed") {
+		t.Errorf("install --version 9.9.9: exit %d, stderr %q", code, errOut)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "nexo-system"}, &corev1.Namespace{}); err == nil {
+		t.Fatal("an install refused for its version changed the cluster")
+	}
 	// No Control Plane URL: there is no default host; refused before anything changes.
 	if _, errOut, code := run(t, "", append(kc, "install", "--token-file", good)...); code != 2 || !strings.Contains(errOut, "--control-plane-url") {
 		t.Errorf("install without a Control Plane URL: exit %d, stderr %q", code, errOut)
@@ -113,7 +123,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal("--dry-run changed the cluster")
 	}
 
-	out, errOut, code = run(t, "", append(kc, "install", "--token-file", good, "--control-plane-url", "https://cp.example.invalid", "--wait", "--timeout", "3m")...)
+	out, errOut, code = run(t, "", append(kc, "install", "--version", catalog.BuildVersion, "--token-file", good, "--control-plane-url", "https://cp.example.invalid", "--wait", "--timeout", "3m")...)
 	if code != 0 || !strings.Contains(out, "installed") {
 		t.Fatalf("install: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -218,7 +228,9 @@ func TestInstall(t *testing.T) {
 	}
 }
 
-// TestInstallNextToOLM: when a nexo-operator CSV exists, install adds only the token Secret.
+// TestInstallNextToOLM: when a nexo-operator CSV exists, install adds only the installation
+// ConfigMap (the Control Plane URL and the environment id) and the Secrets; a URL the
+// Subscription's config.env sets otherwise is refused, naming both, and nothing is changed.
 func TestInstallNextToOLM(t *testing.T) {
 	ctx := context.Background()
 	c, err := testcluster.Start(ctx, testcluster.Options{})
@@ -241,6 +253,13 @@ func TestInstallNextToOLM(t *testing.T) {
 	if err := k8s.Create(ctx, csvCRD); err != nil {
 		t.Fatal(err)
 	}
+	subCRD := csvCRD.DeepCopy()
+	subCRD.ObjectMeta = metav1.ObjectMeta{Name: "subscriptions.operators.coreos.com"}
+	subCRD.Spec.Names =
+		apiextensionsv1.CustomResourceDefinitionNames{Plural: "subscriptions", Kind: "Subscription", ListKind: "SubscriptionList"}
+	if err := k8s.Create(ctx, subCRD); err != nil {
+		t.Fatal(err)
+	}
 	var csv *unstructured.Unstructured
 	for i := 0; i < 50; i++ { // the new CRD takes a moment to serve
 		csv = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
@@ -255,8 +274,42 @@ func TestInstallNextToOLM(t *testing.T) {
 	}
 	token, _ := connecttoken.New("olmenv01")
 	out, errOut, code := run(t, token, "--kubeconfig", c.Kubeconfig, "install", "--token-file", "-")
-	if code != 0 || !strings.Contains(out, "installed through OLM") {
+	if code != 0 || !strings.Contains(out, "installed through OLM") || !strings.Contains(out, "--control-plane-url URL") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	installConfig := func() map[string]string {
+		cm := &corev1.ConfigMap{}
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.InstallConfigMap}, cm)
+		return cm.Data
+	}
+	if got := installConfig(); got[wire.ConfigEnvironmentID] != "olmenv01" || got[wire.ConfigControlPlane] != "" {
+		t.Errorf("without --control-plane-url the installation ConfigMap is %v, want only the token's environment", got)
+	}
+	out, errOut, code = run(t, token, "--kubeconfig", c.Kubeconfig, "install", "--token-file", "-", "--control-plane-url", "https://cp.example.com")
+	if code != 0 || !strings.Contains(out, "ConfigMap nexo-system/nexo-manager-config updated") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := installConfig(); got[wire.ConfigEnvironmentID] != "olmenv01" || got[wire.ConfigControlPlane] != "https://cp.example.com" {
+		t.Errorf("the installation ConfigMap is %v", got)
+	}
+	// The Subscription's config.env names another Control Plane: refused, naming both.
+	sub := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+		"metadata": map[string]any{"name": "nexo-operator", "namespace": "nexo-system"},
+		"spec":     map[string]any{"name": "nexo-operator", "config": map[string]any{"env": []any{map[string]any{"name": "NEXO_CONTROL_PLANE_URL", "value": "https://other.example.com"}}}}}}
+	if err := k8s.Create(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	newToken, _ := connecttoken.New("olmenv01")
+	out, errOut, code = run(t, newToken, "--kubeconfig", c.Kubeconfig, "install", "--token-file", "-", "--control-plane-url", "https://cp2.example.com")
+	if code == 0 || !strings.Contains(errOut, "NEXO_CONTROL_PLANE_URL=https://other.example.com") || !strings.Contains(errOut, "https://cp2.example.com") ||
+		!strings.Contains(errOut, "nothing was changed") {
+		t.Errorf("a URL the Subscription sets otherwise: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if got := installConfig(); got[wire.ConfigControlPlane] != "https://cp.example.com" {
+		t.Errorf("the refused install changed the ConfigMap: %v", got)
+	}
+	if sec := (&corev1.Secret{}); k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ConnectTokenSecret}, sec) != nil || string(sec.Data["token"]) != token {
+		t.Error("the refused install changed the token Secret")
 	}
 	if records := releaseRecords(t, k8s, "nexo-system"); len(records) != 0 {
 		t.Errorf("a Helm release was installed next to OLM (%d records)", len(records))

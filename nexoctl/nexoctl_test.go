@@ -255,7 +255,7 @@ func TestClusterPreflight(t *testing.T) {
 	}
 	r := report()
 	// No Manager and no connect token: installed with manager.enabled=false, not an error.
-	for _, id := range []string{"manager-available", "connect-token", "manager-heartbeat", "manager-deploy-limit"} {
+	for _, id := range []string{"manager-available", "manager-configured", "connect-token", "manager-heartbeat", "manager-deploy-limit"} {
 		if res := findCheck(t, r, id); res.Status != preflight.OK || !strings.Contains(res.Message, "manager.enabled=false") {
 			t.Errorf("%s without a Manager: %+v", id, res)
 		}
@@ -311,6 +311,22 @@ func TestClusterPreflight(t *testing.T) {
 	if res := findCheck(t, report(), "manager-deploy-limit"); res.Status != preflight.OK || res.Message != "deploys into shop; images from registry.example.com/nexo/proxy" {
 		t.Errorf("a deploy limit: %+v", res)
 	}
+	// A Manager that is not configured: manager-configured fails with what it reports missing
+	// and the one command that adds it; manager-heartbeat points there instead of at the network.
+	status.Data[wire.StatusConfigured] = "false"
+	status.Data[wire.StatusNotConfigured] = "missing the Control Plane URL: create the ConfigMap nexo-manager-config in namespace nexo-system with the key controlPlaneURL"
+	if err := k8s.Update(ctx, status); err != nil {
+		t.Fatal(err)
+	}
+	r = report()
+	if res := findCheck(t, r, "manager-configured"); res.Status != preflight.Error || !strings.Contains(res.Message, "not configured: missing the Control Plane URL: create the ConfigMap nexo-manager-config") ||
+		!strings.Contains(res.Hint, "--control-plane-url") || !strings.HasSuffix(res.Docs, "troubleshooting.md#manager-configured") {
+		t.Errorf("an unconfigured Manager: %+v", res)
+	}
+	if res := findCheck(t, r, "manager-heartbeat"); res.Status != preflight.Warning || !strings.Contains(res.Message, "not configured") {
+		t.Errorf("the heartbeat of an unconfigured Manager: %+v", res)
+	}
+	status.Data[wire.StatusConfigured], status.Data[wire.StatusNotConfigured] = "true", ""
 	// The heartbeat's age, in the intervals the Control Plane asked for: fresh is OK, past 3
 	// intervals a warning, past 10 (the Control Plane's lost threshold) an error naming the age.
 	for _, c := range []struct {
@@ -327,7 +343,11 @@ func TestClusterPreflight(t *testing.T) {
 		if err := k8s.Update(ctx, status); err != nil {
 			t.Fatal(err)
 		}
-		if res := findCheck(t, report(), "manager-heartbeat"); res.Status != c.want || !strings.Contains(res.Message, c.saying) {
+		r := report()
+		if res := findCheck(t, r, "manager-configured"); res.Status != preflight.OK {
+			t.Errorf("a configured Manager: %+v", res)
+		}
+		if res := findCheck(t, r, "manager-heartbeat"); res.Status != c.want || !strings.Contains(res.Message, c.saying) {
 			t.Errorf("a heartbeat %s old: %+v, want %s saying %q", c.age, res, c.want, c.saying)
 		}
 	}

@@ -56,6 +56,7 @@ func ClusterCategories(pre bool) []Category {
 		Category{Name: "nexo-edge-components", Checks: []Check{
 			{ID: "operator-available", Description: "nexo-operator is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-operator", Run: checkAvailable(wire.OperatorName)},
 			{ID: "manager-available", Description: "nexo-manager is available", RetryDeadline: 10 * time.Second, Hint: "kubectl -n {namespace} describe deployment nexo-manager", Run: ifManagerInstalled(checkAvailable(wire.ManagerName))},
+			{ID: "manager-configured", Description: "nexo-manager is configured", Hint: "nexoctl install --token-file ./connect-token --control-plane-url URL -n {namespace} (the URL from the Control Plane's install command)", Run: ifManagerInstalled(checkManagerConfigured)},
 			{ID: "connect-token", Description: "connect-token Secret is present and well-formed", Hint: "save the token the Control Plane gave you to ./connect-token, then run nexoctl install --token-file ./connect-token -n {namespace}", Run: ifManagerInstalled(checkToken)},
 			{ID: "manager-heartbeat", Description: "nexo-manager reaches the Control Plane", Hint: "kubectl -n {namespace} logs deployment/nexo-manager; check the Control Plane URL and outbound network policy", Run: ifManagerInstalled(checkManagerHeartbeat)},
 			{ID: "manager-deploy-limit", Description: "nexo-manager may deploy somewhere", Hint: "nexoctl install --token-file ./connect-token -n {namespace} --set manager.deployNamespaces={NAMESPACE,...} --set manager.allowedImageRepositories={REPOSITORY,...}", Run: ifManagerInstalled(checkDeployLimit)},
@@ -423,6 +424,25 @@ func checkToken(ctx context.Context, e *Env) Outcome {
 	return ok("environment " + env)
 }
 
+// checkManagerConfigured reads whether the Manager has what it needs to connect (its status
+// ConfigMap's configured and notConfigured), and if not, what is missing and where to create it.
+func checkManagerConfigured(ctx context.Context, e *Env) Outcome {
+	cm := &corev1.ConfigMap{}
+	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return warn("the Manager has not reported its configuration yet")
+		}
+		return fail(err.Error())
+	}
+	switch cm.Data[wire.StatusConfigured] {
+	case "true":
+		return ok("it has a Control Plane URL, a connect token and the trusted-keys Secret")
+	case "false":
+		return fail("not configured: " + cm.Data[wire.StatusNotConfigured])
+	}
+	return warn("this Manager does not report its configuration (before 0.3.0); see manager-heartbeat")
+}
+
 // checkManagerHeartbeat reads the status object the Manager writes (ConfigMap nexo-manager-status).
 func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
 	cm := &corev1.ConfigMap{}
@@ -431,6 +451,9 @@ func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
 			return warn("the Manager has not reported a heartbeat yet")
 		}
 		return fail(err.Error())
+	}
+	if cm.Data[wire.StatusConfigured] == "false" {
+		return warn("no heartbeat: the Manager is not configured yet (manager-configured says what is missing)")
 	}
 	last, err := time.Parse(time.RFC3339, cm.Data[wire.StatusLastHeartbeatTime])
 	if err != nil {

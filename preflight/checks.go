@@ -7,6 +7,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Status of one check.
@@ -150,20 +152,18 @@ func RunWith(ctx context.Context, e *Env, categories []Category, opts RunOptions
 
 func runWithRetry(ctx context.Context, e *Env, c Check, onRetry func(Check)) Outcome {
 	deadline := time.Now().Add(c.RetryDeadline)
-	for {
-		out := c.Run(ctx, e)
-		if out.Status != Error || out.Final || time.Now().After(deadline) || ctx.Err() != nil {
-			return out
+	var out Outcome
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		out = c.Run(ctx, e)
+		if out.Status != Error || out.Final || time.Now().After(deadline) {
+			return true, nil
 		}
 		if onRetry != nil {
 			onRetry(c)
 		}
-		select {
-		case <-ctx.Done():
-			return out
-		case <-time.After(time.Second):
-		}
-	}
+		return false, nil
+	})
+	return out
 }
 
 // ByID returns the result of the check with this id.

@@ -26,7 +26,7 @@ func main() {
 	cfg := manager.Config{Version: buildinfo.String()}
 	var serving manager.Serving
 	flag.StringVar(&cfg.TokenFile, "token-file", "/var/run/nexo/connect-token/token", "connect token file (the mounted Secret; re-read on every heartbeat)")
-	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", os.Getenv("NEXO_CONTROL_PLANE_URL"), "Control Plane URL, from the Control Plane's install command (default $NEXO_CONTROL_PLANE_URL; unset, the Manager waits, not Ready, for controlPlaneURL in the ConfigMap nexo-manager-config)")
+	flag.StringVar(&cfg.ControlPlaneURL, "control-plane-url", os.Getenv("NEXO_CONTROL_PLANE_URL"), "Control Plane URL, from the Control Plane's install command (default $NEXO_CONTROL_PLANE_URL; unset, the Manager waits, Ready and reporting itself not configured, for controlPlaneURL in the ConfigMap nexo-manager-config)")
 	flag.StringVar(&cfg.Namespace, "namespace", envOr("POD_NAMESPACE", "nexo-system"), "namespace of the Manager's state and status ConfigMaps")
 	flag.StringVar(&cfg.OwnerID, "owner-id", os.Getenv("NEXO_OWNER_ID"), "value of the nexo.io/owner label on everything the Manager creates (unique per installation; default $NEXO_OWNER_ID, else env-<environment id of the connect token>)")
 	flag.BoolVar(&serving.LeaderElect, "leader-elect", true, "hold the nexo-manager Lease so only one Manager applies commands")

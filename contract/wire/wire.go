@@ -72,7 +72,11 @@ const (
 	StatusHeartbeatInterval     = "heartbeatIntervalSeconds"
 	StatusLastHeartbeatResult   = "lastHeartbeatResult"
 	StatusControlPlaneReachable = "controlPlaneReachable" // "true" or "false"
-	StatusLastCommand           = "lastCommand"
+	// StatusConfigured is "true" once the Manager has its Control Plane URL, connect token and
+	// trusted-keys Secret, "false" before; StatusNotConfigured then says what is missing, where.
+	StatusConfigured    = "configured"
+	StatusNotConfigured = "notConfigured"
+	StatusLastCommand   = "lastCommand"
 	// StatusDeployNamespaces and StatusImageRepositories are the cluster's own limit the Manager
 	// enforces (comma-separated; empty: none), so nexoctl preflight can say when it may deploy
 	// nowhere.

@@ -267,7 +267,7 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 	_ = rotate.MarkFlagRequired("token-out")
 	install := &cobra.Command{
 		Use:   "install-command ID",
-		Short: "Print the version-pinned install command and values for an environment (nexoctl, Helm values, OLM Subscription)",
+		Short: "Print the version-pinned install commands for an environment (nexoctl, Helm, kustomize, OLM Subscription)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			var ic controlplane.InstallCommand
@@ -276,8 +276,10 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 			}
 			values, _ := json.Marshal(ic.HelmValues)
 			fmt.Fprintf(out, "# Nexo Edge %s for environment %s; the connect token is the file you saved (never part of these commands)\n", ic.Version, ic.Environment)
-			fmt.Fprintf(out, "\n# nexoctl (Helm SDK, chart embedded):\n%s\n", ic.Nexoctl)
-			fmt.Fprintf(out, "\n# Helm values:\n%s\n", values)
+			fmt.Fprintf(out, "\n# nexoctl (Helm SDK, chart embedded; --version refuses another nexoctl):\n%s\n", ic.Nexoctl)
+			fmt.Fprintf(out, "\n# Helm: the token Secret first, then the chart %s:\n%s\n%s\n", ic.Version, ic.HelmTokenSecret, ic.Helm)
+			fmt.Fprintf(out, "# (values: %s)\n", values)
+			fmt.Fprintf(out, "\n# kustomize: release %s's entry point, then the installation ConfigMap and the token Secret:\n%s\n", ic.Version, strings.Join(ic.Kustomize, "\n"))
 			fmt.Fprintf(out, "\n# OLM: apply this Subscription, then add the token Secret:\n%s\n%s\n", ic.OLMSubscription, ic.OLMTokenSecret)
 			return nil
 		},

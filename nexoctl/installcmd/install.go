@@ -54,7 +54,10 @@ type Summary struct {
 	SecretAction    string   `json:"secretAction"` // created, updated, unchanged, would-apply
 	OLM             bool     `json:"olm"`
 	// TrustedKeys is what an OLM install did with the trusted-keys Secret (EnsureTrustedKeys).
-	TrustedKeys   string   `json:"trustedKeys,omitempty"`
+	TrustedKeys string `json:"trustedKeys,omitempty"`
+	// InstallConfig is what an OLM install did with the installation ConfigMap (the Control
+	// Plane URL and the environment id): created, updated or unchanged.
+	InstallConfig string   `json:"installConfig,omitempty"`
 	Warnings      []string `json:"warnings,omitempty"`
 	RenderedBytes int      `json:"renderedBytes,omitempty"`
 }
@@ -99,7 +102,7 @@ type request struct {
 
 // NewCmd builds `nexoctl install`.
 func NewCmd(o *cliopts.Options) *cobra.Command {
-	var tokenFile, controlPlaneURL string
+	var tokenFile, controlPlaneURL, version string
 	var registryArgs []string
 	var valueOpts values.Options
 	var dryRun, wait bool
@@ -111,8 +114,10 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 		Long: `Installs the chart embedded in this nexoctl with the Helm SDK, or upgrades the release when it
 exists (keeping the values it was installed with; --set and --control-plane-url change them), then creates or updates the connect-token Secret with client-go, outside Helm, so the
 token never enters a release record. The token file is validated before anything is changed;
---token-file - reads stdin. When the operator is already installed through OLM, only the Secret
-is installed. Re-running is safe.`,
+--token-file - reads stdin. When the operator is already installed through OLM, only the
+installation ConfigMap (nexo-manager-config: --control-plane-url and the environment id) and the
+Secrets are applied; a value the Subscription's config.env sets otherwise is refused, naming both.
+Re-running is safe.`,
 		Example: `  nexoctl install --token-file ./connect-token
   nexoctl install --token-file - --wait --timeout 5m < ./connect-token
   nexoctl install --token-file ./connect-token --dry-run`,
@@ -120,6 +125,10 @@ is installed. Re-running is safe.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.ValidateOutput(); err != nil {
 				return err
+			}
+			if version != "" && version != catalog.BuildVersion {
+				return cliopts.Fail(cliopts.ExitFailed, "this nexoctl installs Nexo Edge %s (the chart it embeds), and --version asks for %s: run the nexoctl of release %s "+
+					"(nexoctl version prints a nexoctl's own); nothing was changed", catalog.BuildVersion, version, version)
 			}
 			token, env, warnings, err := readToken(o, tokenFile)
 			if err != nil {
@@ -151,7 +160,11 @@ is installed. Re-running is safe.`,
 			}
 			switch s.Action {
 			case "secret-only":
-				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the Secrets were applied: connect token %s/%s %s; trusted keys %s/%s %s.\n", ns, wire.ConnectTokenSecret, s.SecretAction, ns, wire.TrustedKeysSecret, s.TrustedKeys)
+				fmt.Fprintf(o.Out, "The nexo-operator is installed through OLM: only the installation ConfigMap and the Secrets were applied: ConfigMap %s/%s %s; connect token %s/%s %s; trusted keys %s/%s %s.\n",
+					ns, wire.InstallConfigMap, s.InstallConfig, ns, wire.ConnectTokenSecret, s.SecretAction, ns, wire.TrustedKeysSecret, s.TrustedKeys)
+				if controlPlaneURL == "" {
+					fmt.Fprintf(o.Out, "The Control Plane URL was not given: unless the Subscription's config.env sets NEXO_CONTROL_PLANE_URL, run this again with --control-plane-url URL (from the Control Plane's install command); nexoctl preflight says whether the Manager is configured.\n")
+				}
 			case "dry-run":
 				fmt.Fprintf(o.Out, "# Secret %s/%s (connect token for environment %s, not shown) would be created or updated outside Helm.\n", ns, wire.ConnectTokenSecret, env)
 			default:
@@ -165,6 +178,7 @@ is installed. Re-running is safe.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the connect token from the Control Plane (- reads stdin)")
 	f.StringSliceVarP(&valueOpts.ValueFiles, "values", "f", nil, "Helm values files")
 	f.StringArrayVar(&valueOpts.Values, "set", nil, "Helm values on the command line (key=value)")
+	f.StringVar(&version, "version", "", "the bundle version to install (the Control Plane's install command pins it): refused unless it is this nexoctl's own")
 	f.StringVar(&controlPlaneURL, "control-plane-url", "", "the Control Plane URL from its install command (sets manager.controlPlaneURL; there is no default)")
 	f.StringArrayVar(&registryArgs, "registry-secret", nil, "NAME=FILE: create or update a registry credential Secret (type kubernetes.io/dockerconfigjson, FILE is a .dockerconfigjson) that NexoDeploymentProfiles may name in imagePullSecrets; repeatable. Only Secrets marked this way are ever copied into proxy namespaces")
 	f.BoolVar(&dryRun, "dry-run", false, "print the manifests that would be applied (never the token); change nothing")
@@ -263,6 +277,17 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 	if err := ensureNamespace(ctx, penv.Client, ns); err != nil {
 		return err
 	}
+	// On OLM the installation ConfigMap stands in for the chart's values: checked against the
+	// Subscription before anything is written.
+	var olmConfig installConfig
+	if olm {
+		url, _, _ := unstructured.NestedString(vals, "manager", "controlPlaneURL")
+		envID, _ := vals["environmentID"].(string)
+		olmConfig = installConfig{controlPlaneURL: url, environmentID: envID}
+		if err := checkSubscription(ctx, penv.Client, ns, olmConfig); err != nil {
+			return err
+		}
+	}
 	// The Secrets come first: a first install with --wait waits for a Manager that mounts the
 	// token, which could never become ready if the Secret were created after Helm returned.
 	if s.SecretAction, err = applyTokenSecret(ctx, penv.Client, ns, req.token); err != nil {
@@ -277,6 +302,9 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 	}
 	if olm {
 		s.OLM, s.Action = true, "secret-only"
+		if s.InstallConfig, err = applyInstallConfig(ctx, penv.Client, ns, olmConfig); err != nil {
+			return err
+		}
 		// The bundle ships no trusted-keys Secret (OLM would replace it on upgrade): the
 		// installer makes it, empty, for the Manager to fill, and carries the keys across an
 		// upgrade from a bundle that shipped it.

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,7 +80,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	olm = strings.TrimSpace(string(out))
-	for name, pkg := range map[string]string{"operator": "./cmd/operator", "manager": "./cmd/manager", "controlplane": "./cmd/controlplane"} {
+	for name, pkg := range map[string]string{"operator": "./cmd/operator", "manager": "./cmd/manager", "controlplane": "./cmd/controlplane", "nexoctl": "./cmd/nexoctl"} {
 		bins[name] = filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-o", bins[name], pkg)
 		cmd.Dir = testcluster.RepoRoot()
@@ -224,19 +225,28 @@ func newOLMCluster(t *testing.T) *olmCluster {
 	return c
 }
 
+// controlPlaneEnv is the config.env of the Control Plane's install command: its URL, the
+// environment id and the deploy limit.
+func (c *olmCluster) controlPlaneEnv() []corev1.EnvVar {
+	return append([]corev1.EnvVar{{Name: "NEXO_CONTROL_PLANE_URL", Value: c.cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: c.envID}}, limitEnv()...)
+}
+
+// limitEnv is the cluster's own limit, OLM's way to set it (docs/security.md): what a console
+// user adds to the Subscription, with nothing else.
+func limitEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: "NEXO_DEPLOY_NAMESPACES", Value: protocol.AllowAll}, {Name: "NEXO_ALLOWED_IMAGE_REPOSITORIES", Value: protocol.AllowAll}}
+}
+
 // subscribe creates the OperatorGroup and a manually approved Subscription starting at
-// startingCSV ("" for the channel head) with the Control Plane's config.env and the deploy limit.
-func (c *olmCluster) subscribe(targets []string, startingCSV string) {
+// startingCSV ("" for the channel head) with env as its config.env.
+func (c *olmCluster) subscribe(targets []string, startingCSV string, env []corev1.EnvVar) {
 	t := c.t
 	og := &operatorsv1.OperatorGroup{ObjectMeta: metav1.ObjectMeta{Name: "nexo-edge", Namespace: installNS},
 		Spec: operatorsv1.OperatorGroupSpec{TargetNamespaces: targets}}
 	c.sub = &operatorsv1alpha1.Subscription{ObjectMeta: metav1.ObjectMeta{Name: "nexo-operator", Namespace: installNS},
 		Spec: &operatorsv1alpha1.SubscriptionSpec{CatalogSource: "nexo-edge", CatalogSourceNamespace: "olm", Package: "nexo-operator",
 			Channel: channel(t), InstallPlanApproval: operatorsv1alpha1.ApprovalManual, StartingCSV: startingCSV,
-			Config: &operatorsv1alpha1.SubscriptionConfig{Env: []corev1.EnvVar{
-				{Name: "NEXO_CONTROL_PLANE_URL", Value: c.cpURL}, {Name: "NEXO_ENVIRONMENT_ID", Value: c.envID},
-				// The cluster's own limit: OLM's way to set it (docs/security.md).
-				{Name: "NEXO_DEPLOY_NAMESPACES", Value: protocol.AllowAll}, {Name: "NEXO_ALLOWED_IMAGE_REPOSITORIES", Value: protocol.AllowAll}}}}}
+			Config: &operatorsv1alpha1.SubscriptionConfig{Env: env}}}
 	for _, o := range []client.Object{og, c.sub} {
 		if err := c.k8s.Create(c.ctx, o); err != nil {
 			t.Fatal(err)
@@ -273,6 +283,26 @@ func (c *olmCluster) approve(csv string) string {
 	return detail
 }
 
+// csv reads the CSV named name in the install namespace.
+func (c *olmCluster) csv(name string) *operatorsv1alpha1.ClusterServiceVersion {
+	csv := &operatorsv1alpha1.ClusterServiceVersion{}
+	if err := c.k8s.Get(c.ctx, client.ObjectKey{Namespace: installNS, Name: name}, csv); err != nil {
+		c.t.Fatal(err)
+	}
+	return csv
+}
+
+// getURL returns a URL's status code and body (0 when it cannot be reached).
+func getURL(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // waitCSV approves plans until the CSV named name Succeeds, and returns it.
 func (c *olmCluster) waitCSV(name string) *operatorsv1alpha1.ClusterServiceVersion {
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
@@ -298,6 +328,12 @@ func (c *olmCluster) secrets(ns string) {
 			t.Fatal(err)
 		}
 	}
+	c.license(ns)
+}
+
+// license is the customer's license document, in ns.
+func (c *olmCluster) license(ns string) {
+	t := c.t
 	vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
 	_ = os.WriteFile(c.path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
 	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, vendorKey)
@@ -347,17 +383,51 @@ func (c *olmCluster) deploy(ns string) *nexov1alpha1.NexoProxy {
 func installAndCheck(t *testing.T, m mode) {
 	c := newOLMCluster(t)
 	ctx, k8s, cp, envID, olmLogs := c.ctx, c.k8s, c.cp, c.envID, c.logs
-	c.subscribe(m.targets, "")
-	c.waitCSV("nexo-operator.v" + catalog.BuildVersion)
-	c.secrets(m.deploy)
-	c.start(wire.OperatorName, bins["operator"], "--license-public-key="+c.path("license-authority.pem"))
-	c.start(wire.ManagerName, bins["manager"])
+	// As from the console: a Subscription whose config.env holds only the deploy limit, no
+	// Control Plane URL, environment id, token or trusted-keys Secret.
+	c.subscribe(m.targets, "", limitEnv())
+	csvName := "nexo-operator.v" + catalog.BuildVersion
+	c.waitCSV(csvName)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s", olmLogs())
 		}
 	})
+	c.license(m.deploy)
+	mgr := c.start(wire.ManagerName, bins["manager"]) // waits for /readyz: Ready though not configured
+	managerStatus := func() map[string]string {
+		cm := &corev1.ConfigMap{}
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: wire.ManagerStatusConfigMap}, cm)
+		return cm.Data
+	}
+	poll(t, "the unconfigured Manager says what is missing", time.Minute, olmLogs, func() (bool, string) {
+		st := managerStatus()
+		missing := st[wire.StatusNotConfigured]
+		return st[wire.StatusConfigured] == "false" && strings.Contains(missing, "ConfigMap nexo-manager-config") && strings.Contains(missing, "Secret nexo-connect-token") &&
+			strings.Contains(missing, "Secret nexo-trusted-keys"), fmt.Sprint(st)
+	})
+	if code, body := getURL(mgr.ProbeURL + "/readyz"); code != http.StatusOK {
+		t.Errorf("the unconfigured Manager's /readyz answered %d %s, want 200 (OLM's Deployment check uses it)", code, body)
+	}
+	time.Sleep(6 * time.Second) // past the Manager's next look at its configuration
+	if csv := c.csv(csvName); csv.Status.Phase != operatorsv1alpha1.CSVPhaseSucceeded {
+		t.Errorf("before configuration the CSV is %s (%s: %s), want it to stay Succeeded", csv.Status.Phase, csv.Status.Reason, csv.Status.Message)
+	}
+	// The documented step: nexoctl install writes the installation ConfigMap and the Secrets.
+	out, err := exec.Command(bins["nexoctl"], "--kubeconfig", c.cluster.Kubeconfig, "-n", installNS, "install",
+		"--token-file", c.path("connect-token"), "--control-plane-url", c.cpURL).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "installed through OLM") || !strings.Contains(string(out), "ConfigMap "+installNS+"/"+wire.InstallConfigMap+" created") {
+		t.Fatalf("nexoctl install on the console install: %v\n%s", err, out)
+	}
+	poll(t, "the Manager is configured and connected", time.Minute, olmLogs, func() (bool, string) {
+		st := managerStatus()
+		return st[wire.StatusConfigured] == "true" && st[wire.StatusLastHeartbeatResult] == "ok", fmt.Sprint(st)
+	})
+	c.start(wire.OperatorName, bins["operator"], "--license-public-key="+c.path("license-authority.pem"))
 	c.deploy(m.deploy)
+	if csv := c.csv(csvName); csv.Status.Phase != operatorsv1alpha1.CSVPhaseSucceeded {
+		t.Errorf("after configuration the CSV is %s (%s)", csv.Status.Phase, csv.Status.Reason)
+	}
 	graphFile := c.path("graph.yaml")
 	// The operator applied the admission policies for its installation: its binding, whose
 	// parameters name its Manager and the namespaces OLM targets.

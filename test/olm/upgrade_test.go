@@ -25,11 +25,13 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/hack/releasebuild"
 	"github.com/nexo-io/nexo-edge/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
+	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
 
 // TestUpgrade: the release this build's CSV replaces, installed through OLM from the catalog
@@ -57,7 +59,7 @@ func TestUpgrade(t *testing.T) {
 	}
 	c := newOLMCluster(t)
 	ctx := c.ctx
-	c.subscribe(nil, "nexo-operator.v"+from)
+	c.subscribe(nil, "nexo-operator.v"+from, c.controlPlaneEnv())
 	c.waitCSV("nexo-operator.v" + from)
 	c.secrets("shop")
 	license := "--license-public-key=" + c.path("license-authority.pem")
@@ -87,6 +89,16 @@ func TestUpgrade(t *testing.T) {
 	dep := &appsv1.Deployment{}
 	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "orders-proxy"}, dep); err != nil {
 		t.Fatal(err)
+	}
+	// The proxy rolls once in the upgrade when this build renders another runtime contract than
+	// the release it upgrades (docs/upgrade.md, "0.2.0 to 0.3.0"); otherwise not at all.
+	running, err := testinstall.RuntimeContract(ctx, c.k8s, "shop", "orders-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGeneration := dep.Generation
+	if running != render.ContractVersion {
+		wantGeneration++
 	}
 
 	// Before approving: the preflight says the Secret goes with the old CSV, and what to do.
@@ -186,7 +198,8 @@ func TestUpgrade(t *testing.T) {
 	if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(dep), after); err != nil {
 		t.Fatal(err)
 	}
-	if after.UID != dep.UID || after.Generation != dep.Generation {
-		t.Errorf("the proxy Deployment changed in the upgrade: UID %s→%s, generation %d→%d", dep.UID, after.UID, dep.Generation, after.Generation)
+	if after.UID != dep.UID || after.Generation != wantGeneration {
+		t.Errorf("the proxy Deployment in the upgrade: UID %s→%s, generation %d→%d, want the same object at generation %d (runtime contract %q → %q)",
+			dep.UID, after.UID, dep.Generation, after.Generation, wantGeneration, running, render.ContractVersion)
 	}
 }

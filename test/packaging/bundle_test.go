@@ -256,7 +256,7 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 		}
 	}
 	// A console install has no config.env: the description names the steps that replace it.
-	for _, step := range []string{"nexo-manager-config", "controlPlaneURL", "environmentID", "nexo-connect-token", "NEXO_DEPLOY_NAMESPACES", "Manager is not Ready"} {
+	for _, step := range []string{"nexo-manager-config", "controlPlaneURL", "environmentID", "nexo-connect-token", "NEXO_DEPLOY_NAMESPACES", "not configured", "--control-plane-url"} {
 		if !strings.Contains(csv.Spec.Description, step) {
 			t.Errorf("the CSV description does not name %q", step)
 		}

@@ -28,11 +28,12 @@ import (
 )
 
 // TestKustomizeInstallFromScratch: a new user's kustomize install, in the README's order, of the
-// unmodified config/namespaced folder: applied, the operator and the Manager started from the
-// Deployments it made (no flag added but the test license authority), and only then the
+// unmodified config/namespaced folder: applied with kubectl apply --server-side -k, the operator
+// and the Manager started from the Deployments it made (no flag added but the test license
+// authority), and only then the
 // installation ConfigMap (Control Plane URL and environment id) and the connect token. Until the
-// ConfigMap exists the Manager is not Ready and its readiness names what to create; afterwards
-// it connects without a restart, and a deploy signed by the Control Plane for this environment
+// ConfigMap exists the Manager is Ready and its status names what to create; afterwards it
+// connects without a restart, and a deploy signed by the Control Plane for this environment
 // becomes a Ready proxy in nexo-proxies (the folder's deploy limit). Nothing passes
 // --environment-id: the operator reads it from the ConfigMap.
 func TestKustomizeInstallFromScratch(t *testing.T) {
@@ -64,7 +65,8 @@ func TestKustomizeInstallFromScratch(t *testing.T) {
 		t.Fatalf("the operator was started with an environment id flag: %v", op.Args)
 	}
 
-	// The Manager before its configuration: running, not Ready, saying what to create.
+	// The Manager before its configuration: running and Ready (readiness is the process), saying
+	// in its status what to create.
 	podDir := s.path("manager-pod")
 	_ = os.MkdirAll(podDir, 0o700)
 	mgr, err := testinstall.RunDeployment(ctx, s.cluster.Config, testinstall.Namespace, wire.ManagerName, testinstall.PodOptions{Dir: podDir, Binary: bins["manager"]})
@@ -72,10 +74,17 @@ func TestKustomizeInstallFromScratch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(mgr.Stop)
-	s.poll("the unconfigured Manager says what it waits for", time.Minute, func() (bool, string) {
+	managerStatus := func() map[string]string {
+		cm := &corev1.ConfigMap{}
+		_ = s.k8s.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: wire.ManagerStatusConfigMap}, cm)
+		return cm.Data
+	}
+	s.poll("the unconfigured Manager is Ready and says what it waits for", time.Minute, func() (bool, string) {
 		code, body := get(mgr.ProbeURL + "/readyz")
-		return code == http.StatusServiceUnavailable && strings.Contains(body, "ConfigMap nexo-manager-config with the key controlPlaneURL") && mgr.Running(),
-			fmt.Sprintf("%d %s (running %v)", code, body, mgr.Running())
+		st := managerStatus()
+		return code == http.StatusOK && st[wire.StatusConfigured] == "false" &&
+				strings.Contains(st[wire.StatusNotConfigured], "ConfigMap nexo-manager-config in namespace "+testinstall.Namespace+" with the key controlPlaneURL") && mgr.Running(),
+			fmt.Sprintf("%d %s %v (running %v)", code, body, st, mgr.Running())
 	})
 
 	// The documented steps (README, kustomize).
@@ -86,9 +95,10 @@ func TestKustomizeInstallFromScratch(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wire.ConnectTokenSecret, Namespace: testinstall.Namespace}, Data: map[string][]byte{wire.ConnectTokenKey: token}})
-	if err := mgr.WaitReady(ctx, time.Minute); err != nil {
-		t.Fatalf("the Manager after its ConfigMap and token: %v", err)
-	}
+	s.poll("the Manager after its ConfigMap and token: configured and connected", time.Minute, func() (bool, string) {
+		st := managerStatus()
+		return st[wire.StatusConfigured] == "true" && st[wire.StatusLastHeartbeatResult] == "ok", fmt.Sprint(st)
+	})
 
 	doc, _ := license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, priv)
 	s.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "acme-license", Namespace: proxyNS}, Data: map[string][]byte{"license": []byte(doc)}})

@@ -35,11 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
@@ -196,7 +193,11 @@ func upgradeCase(t *testing.T, how string) {
 	// release (0.2.0's config names none: docs/upgrade.md, "0.2.0 to 0.3.0"); otherwise only the
 	// tampered one does.
 	wantRolls := 1
-	if running := s.runtimeContract("proxy-1"); running != render.ContractVersion {
+	running, err := testinstall.RuntimeContract(ctx, s.k8s, "fleet", "proxy-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running != render.ContractVersion {
 		wantRolls = proxies
 		t.Logf("%s renders runtime contract %q, this build %q: every proxy rolls once", from, running, render.ContractVersion)
 	}
@@ -382,42 +383,15 @@ func (s *suite) helmRevisions() int {
 	return len(h)
 }
 
-// kustomizeApply builds a kustomization and applies every object server-side, as kubectl apply
-// -k --server-side does.
+// kustomizeApply applies a kustomization as the README says a user does, with the kubectl this
+// repository builds (its kustomize is the one kubectl embeds): kubectl apply --server-side -k
+// DIR. --force-conflicts takes over fields an earlier apply of another folder set (an upgrade
+// from a release's folder to config/default), as a user following docs/upgrade.md does.
 func (s *suite) kustomizeApply(dir string) {
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	kubectl := filepath.Join(testcluster.BinDir(), "kubectl")
+	out, err := exec.Command(kubectl, "--kubeconfig", s.cluster.Kubeconfig, "apply", "--server-side", "--force-conflicts", "-k", dir).CombinedOutput()
 	if err != nil {
-		s.t.Fatal(err)
-	}
-	raw, err := res.AsYaml()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
-			break
-		} else if err != nil {
-			s.t.Fatal(err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		// Namespaces first, as kubectl orders them.
-		if u.GetKind() == "Namespace" {
-			if err := s.k8s.Create(s.ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-				s.t.Fatal(err)
-			}
-			continue
-		}
-		objs = append(objs, u)
-	}
-	for _, u := range objs {
-		if err := s.k8s.Patch(s.ctx, u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
-			s.t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+		s.t.Fatalf("kubectl apply --server-side -k %s: %v\n%s", dir, err, out)
 	}
 }
 
@@ -547,22 +521,6 @@ func (s *suite) templates() map[string]string {
 
 // census lists every Nexo object (kind, namespace, name, uid) and every proxy child, so a lost or
 // re-created object shows.
-// runtimeContract is the runtime contract a proxy's running config names ("" before there was one).
-func (s *suite) runtimeContract(proxy string) string {
-	d := s.deployment(proxy)
-	cm := &corev1.ConfigMap{}
-	if err := s.k8s.Get(s.ctx, client.ObjectKey{Namespace: "fleet", Name: render.RoutingName(proxy, d.Spec.Template.Annotations[render.GraphRevisionKey])}, cm); err != nil {
-		s.t.Fatal(err)
-	}
-	var routing struct {
-		ContractVersion string `json:"contractVersion"`
-	}
-	if err := json.Unmarshal([]byte(cm.Data["routing.json"]), &routing); err != nil {
-		s.t.Fatalf("%s's routing.json: %v", proxy, err)
-	}
-	return routing.ContractVersion
-}
-
 // census lists the Nexo objects and the proxies' children with their UIDs, so an upgrade that
 // deletes and recreates anything shows. A proxy's config ConfigMaps are per graph revision
 // (docs/operator.md): they are listed by proxy as "the running revision's pair, and at most the
