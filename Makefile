@@ -88,8 +88,21 @@ fmt: ## Check gofmt and run go vet.
 cluster-tools: ## Build etcd, kube-apiserver, controller-manager, scheduler, kubectl and kwok into bin/ (once).
 	hack/build-tools.sh
 
+# Kubernetes versions the chart is rendered for: the cluster tools' (hack/build-tools.sh) and the
+# oldest supported (catalog.MinKubernetesVersion). Without --kube-version, helm renders as
+# Kubernetes 1.20, which the chart's kubeVersion refuses.
+CHART_KUBE_VERSIONS ?= 1.37.2 1.30.0
+
+.PHONY: chart-lint
+chart-lint: cluster-tools ## helm lint --strict and helm template of the chart for each of CHART_KUBE_VERSIONS.
+	@for v in $(CHART_KUBE_VERSIONS); do \
+	  $(BIN)/helm lint --strict --quiet --kube-version $$v charts/nexo-edge --set manager.controlPlaneURL=https://cp.example.com || exit 1; \
+	  $(BIN)/helm template nexo-edge charts/nexo-edge --namespace nexo-system --kube-version $$v --set manager.controlPlaneURL=https://cp.example.com > /dev/null || exit 1; \
+	  echo "chart-lint: the chart lints strictly and renders for Kubernetes $$v"; \
+	done
+
 .PHONY: test
-test: cluster-tools ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
+test: cluster-tools chart-lint ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
 	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v -e /test/reliability -e /test/olm -e /hack/release)
 	go test -count=1 -race -timeout 10m ./controlplane/... # concurrent deploys against one entitlement, under the race detector
 

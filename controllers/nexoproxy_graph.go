@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -87,18 +86,7 @@ func (r *ProxyReconciler) resolve(ctx context.Context, proxy *nexov1alpha1.NexoP
 			if b != nil || err != nil {
 				return nil, b, err
 			}
-			c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: specOf(obj), SecretUses: nexov1alpha1.SecretUsesOf(obj)}
-			switch c.Slot {
-			case catalog.SlotRouter:
-				res.graph.Router = &c
-			case catalog.SlotObservability:
-				res.graph.Observability = append(res.graph.Observability, c)
-				if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
-					res.graph.Metrics = &m.Spec
-				}
-			default:
-				res.graph.Steps = append(res.graph.Steps, c)
-			}
+			res.graph.Add(ref.Kind, ref.Name, catalog.Slot(ref.Role), obj)
 			res.addSecrets(ns, obj)
 		}
 	}
@@ -233,10 +221,6 @@ func (r *ProxyReconciler) getReadyKind(ctx context.Context, ns, kind, name, wher
 		return nil, b, err
 	}
 	return obj, notReady(obj, kind, name, where), nil
-}
-
-func specOf(obj nexov1alpha1.Object) any {
-	return reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface()
 }
 
 // addSecrets adds the Secrets obj references in namespace ns to res.secretNames.

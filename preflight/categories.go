@@ -424,15 +424,26 @@ func checkToken(ctx context.Context, e *Env) Outcome {
 	return ok("environment " + env)
 }
 
+// managerStatus reads the status ConfigMap the Manager writes (nexo-manager-status); without one,
+// the outcome is a warning saying notYet.
+func managerStatus(ctx context.Context, e *Env, notYet string) (*corev1.ConfigMap, *Outcome) {
+	cm := &corev1.ConfigMap{}
+	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
+		out := fail(err.Error())
+		if apierrors.IsNotFound(err) {
+			out = warn(notYet)
+		}
+		return nil, &out
+	}
+	return cm, nil
+}
+
 // checkManagerConfigured reads whether the Manager has what it needs to connect (its status
 // ConfigMap's configured and notConfigured), and if not, what is missing and where to create it.
 func checkManagerConfigured(ctx context.Context, e *Env) Outcome {
-	cm := &corev1.ConfigMap{}
-	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return warn("the Manager has not reported its configuration yet")
-		}
-		return fail(err.Error())
+	cm, missing := managerStatus(ctx, e, "the Manager has not reported its configuration yet")
+	if missing != nil {
+		return *missing
 	}
 	switch cm.Data[wire.StatusConfigured] {
 	case "true":
@@ -445,12 +456,9 @@ func checkManagerConfigured(ctx context.Context, e *Env) Outcome {
 
 // checkManagerHeartbeat reads the status object the Manager writes (ConfigMap nexo-manager-status).
 func checkManagerHeartbeat(ctx context.Context, e *Env) Outcome {
-	cm := &corev1.ConfigMap{}
-	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return warn("the Manager has not reported a heartbeat yet")
-		}
-		return fail(err.Error())
+	cm, missing := managerStatus(ctx, e, "the Manager has not reported a heartbeat yet")
+	if missing != nil {
+		return *missing
 	}
 	if cm.Data[wire.StatusConfigured] == "false" {
 		return warn("no heartbeat: the Manager is not configured yet (manager-configured says what is missing)")
@@ -496,12 +504,9 @@ func heartbeatAge(age time.Duration, intervalSeconds string, reachable bool, res
 // checkDeployLimit reads the cluster's own limit the Manager reports in its status ConfigMap:
 // empty means it refuses every deploy.
 func checkDeployLimit(ctx context.Context, e *Env) Outcome {
-	cm := &corev1.ConfigMap{}
-	if err := e.Client.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: wire.ManagerStatusConfigMap}, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return warn("the Manager has not reported its deploy limit yet")
-		}
-		return fail(err.Error())
+	cm, missing := managerStatus(ctx, e, "the Manager has not reported its deploy limit yet")
+	if missing != nil {
+		return *missing
 	}
 	ns, repos := cm.Data[wire.StatusDeployNamespaces], cm.Data[wire.StatusImageRepositories]
 	switch {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -71,20 +70,7 @@ func sampleGraph(t *testing.T) *render.Graph {
 		case "profile", "license":
 			continue
 		}
-		obj := objects[ref.Kind]
-		c := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role),
-			Spec: reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface(), SecretUses: nexov1alpha1.SecretUsesOf(obj)}
-		switch c.Slot {
-		case catalog.SlotRouter:
-			g.Router = &c
-		case catalog.SlotObservability:
-			g.Observability = append(g.Observability, c)
-			if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
-				g.Metrics = &m.Spec
-			}
-		default:
-			g.Steps = append(g.Steps, c)
-		}
+		g.Add(ref.Kind, ref.Name, catalog.Slot(ref.Role), objects[ref.Kind])
 	}
 	return g
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"sort"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -37,6 +38,30 @@ type Graph struct {
 	Metrics *nexov1alpha1.NexoMetricsSpec
 	// OperatorNamespace holds the profile's image-pull Secrets.
 	OperatorNamespace string
+}
+
+// Add places a resolved pipeline component or observability object (obj, a typed Nexo object)
+// in the graph by the slot it is referenced from: its spec and the Secrets it uses; an attached
+// NexoMetrics also sets Metrics. Every resolver of a proxy's graph (the operator, preflight
+// --upgrade) builds it this way.
+func (g *Graph) Add(kind, name string, slot catalog.Slot, obj any) {
+	c := Component{Kind: kind, Name: name, Slot: slot, Spec: SpecOf(obj), SecretUses: nexov1alpha1.SecretUsesOf(obj)}
+	switch slot {
+	case catalog.SlotRouter:
+		g.Router = &c
+	case catalog.SlotObservability:
+		g.Observability = append(g.Observability, c)
+		if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
+			g.Metrics = &m.Spec
+		}
+	default:
+		g.Steps = append(g.Steps, c)
+	}
+}
+
+// SpecOf is the spec of a typed Nexo object (a pointer to a struct with a Spec field).
+func SpecOf(obj any) any {
+	return reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface()
 }
 
 // Revision is a short sha256 of the graph's specs and the runtime contract's version: the same

@@ -50,6 +50,9 @@ func chart() error {
 	if err := kustomizeAdmissionInstallation(); err != nil {
 		return err
 	}
+	if err := chartREADME(); err != nil {
+		return err
+	}
 	return chartYAML()
 }
 

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -141,18 +140,7 @@ func resolve(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, op
 		case "license":
 			continue
 		}
-		comp := render.Component{Kind: ref.Kind, Name: ref.Name, Slot: catalog.Slot(ref.Role), Spec: reflect.ValueOf(obj).Elem().FieldByName("Spec").Interface(), SecretUses: nexov1alpha1.SecretUsesOf(obj)}
-		switch comp.Slot {
-		case catalog.SlotRouter:
-			g.Router = &comp
-		case catalog.SlotObservability:
-			g.Observability = append(g.Observability, comp)
-			if m, ok := obj.(*nexov1alpha1.NexoMetrics); ok {
-				g.Metrics = &m.Spec
-			}
-		default:
-			g.Steps = append(g.Steps, comp)
-		}
+		g.Add(ref.Kind, ref.Name, catalog.Slot(ref.Role), obj)
 		for _, s := range nexov1alpha1.SecretNamesOf(obj) {
 			secretKeys = append(secretKeys, types.NamespacedName{Namespace: p.Namespace, Name: s})
 		}

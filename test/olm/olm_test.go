@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -292,17 +291,6 @@ func (c *olmCluster) csv(name string) *operatorsv1alpha1.ClusterServiceVersion {
 	return csv
 }
 
-// getURL returns a URL's status code and body (0 when it cannot be reached).
-func getURL(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // waitCSV approves plans until the CSV named name Succeeds, and returns it.
 func (c *olmCluster) waitCSV(name string) *operatorsv1alpha1.ClusterServiceVersion {
 	csv := &operatorsv1alpha1.ClusterServiceVersion{}
@@ -406,7 +394,7 @@ func installAndCheck(t *testing.T, m mode) {
 		return st[wire.StatusConfigured] == "false" && strings.Contains(missing, "ConfigMap nexo-manager-config") && strings.Contains(missing, "Secret nexo-connect-token") &&
 			strings.Contains(missing, "Secret nexo-trusted-keys"), fmt.Sprint(st)
 	})
-	if code, body := getURL(mgr.ProbeURL + "/readyz"); code != http.StatusOK {
+	if code, body := mgr.Probe("/readyz"); code != http.StatusOK {
 		t.Errorf("the unconfigured Manager's /readyz answered %d %s, want 200 (OLM's Deployment check uses it)", code, body)
 	}
 	time.Sleep(6 * time.Second) // past the Manager's next look at its configuration

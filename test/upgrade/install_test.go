@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,7 +79,7 @@ func TestKustomizeInstallFromScratch(t *testing.T) {
 		return cm.Data
 	}
 	s.poll("the unconfigured Manager is Ready and says what it waits for", time.Minute, func() (bool, string) {
-		code, body := get(mgr.ProbeURL + "/readyz")
+		code, body := mgr.Probe("/readyz")
 		st := managerStatus()
 		return code == http.StatusOK && st[wire.StatusConfigured] == "false" &&
 				strings.Contains(st[wire.StatusNotConfigured], "ConfigMap nexo-manager-config in namespace "+testinstall.Namespace+" with the key controlPlaneURL") && mgr.Running(),
@@ -114,15 +113,4 @@ func TestKustomizeInstallFromScratch(t *testing.T) {
 		}
 		return proxy.Status.Phase == nexov1alpha1.ProxyReady && proxy.Status.ReadyReplicas == 1, fmt.Sprintf("phase %s, conditions %v", proxy.Status.Phase, proxy.Status.Conditions)
 	})
-}
-
-// get returns a URL's status code and body ("" and 0 when it cannot be reached).
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }

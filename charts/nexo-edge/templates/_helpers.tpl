@@ -35,9 +35,19 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .affinity }}
+{{- if .affinity }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- toYaml .affinity | nindent 2 }}
+{{- else if and .replicas (gt (int .replicas) 1) .antiAffinityLabels }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- toYaml .antiAffinityLabels | nindent 12 }}
 {{- end }}
 {{- with .topologySpreadConstraints }}
 topologySpreadConstraints:
@@ -58,21 +68,17 @@ priorityClassName: {{ . }}
 {{- end -}}
 
 {{/* The restricted container security context (Pod Security Standard "restricted",
-     OpenShift restricted-v2: no fixed runAsUser). */}}
+     OpenShift restricted-v2: no fixed runAsUser), with the component's securityContext merged
+     over it. Called with the component's values. */}}
 {{- define "nexo.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: [ALL]
-seccompProfile:
-  type: RuntimeDefault
+{{- $restricted := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $restricted (deepCopy (.securityContext | default dict))) -}}
 {{- end -}}
 
+{{/* The restricted pod security context, with the component's podSecurityContext merged over it. */}}
 {{- define "nexo.podSecurityContext" -}}
-runAsNonRoot: true
-seccompProfile:
-  type: RuntimeDefault
+{{- $restricted := dict "runAsNonRoot" true "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mergeOverwrite $restricted (deepCopy (.podSecurityContext | default dict))) -}}
 {{- end -}}
 
 {{/* imagePullSecrets as Kubernetes has them ([{name: x}]; plain names are accepted too), from

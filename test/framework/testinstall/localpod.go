@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -405,13 +406,23 @@ func resolveEnv(ctx context.Context, cs kubernetes.Interface, ns, podName string
 }
 
 func ready(url string) bool {
+	code, _ := probe(url)
+	return code == http.StatusOK
+}
+
+// Probe asks the pod's probe server for path (/readyz, /healthz): the status code and the body
+// (0 and the error when it cannot be reached).
+func (p *LocalPod) Probe(path string) (int, string) { return probe(p.ProbeURL + path) }
+
+func probe(url string) (int, string) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get(url)
 	if err != nil {
-		return false
+		return 0, err.Error()
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // WaitCRDsServed waits until every nexo.io CRD is Established and its API is in discovery. A
