@@ -178,14 +178,21 @@ func TestUpgrade(t *testing.T) {
 		}
 		return v.Inventory.BundleVersion == catalog.BuildVersion && strings.HasPrefix(v.Inventory.ManagerVersion, catalog.BuildVersion), v.Inventory.BundleVersion + " " + v.Inventory.ManagerVersion
 	})
-	// The new operator has re-verified the proxy (its observedGeneration) and it is Ready.
+	// The new operator has re-verified the proxy (its observedGeneration), applied what this
+	// build renders (one rollout when the runtime contract changed) and it is Ready on it.
 	poll(t, "the proxy is Ready under this build's operator", time.Minute, c.logs, func() (bool, string) {
 		p := &nexov1alpha1.NexoProxy{}
 		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(proxy), p); err != nil {
 			return false, err.Error()
 		}
+		d := &appsv1.Deployment{}
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(dep), d); err != nil {
+			return false, err.Error()
+		}
 		r := meta.FindStatusCondition(p.Status.Conditions, nexov1alpha1.ConditionReady)
-		return p.Status.Phase == nexov1alpha1.ProxyReady && r != nil && r.Status == metav1.ConditionTrue, fmt.Sprint(p.Status.Conditions)
+		return p.Status.Phase == nexov1alpha1.ProxyReady && r != nil && r.Status == metav1.ConditionTrue && d.Generation >= wantGeneration &&
+				p.Status.AvailableRevision == d.Spec.Template.Annotations[render.GraphRevisionKey],
+			fmt.Sprintf("generation %d (want %d), available revision %s, template revision %s, %v", d.Generation, wantGeneration, p.Status.AvailableRevision, d.Spec.Template.Annotations[render.GraphRevisionKey], p.Status.Conditions)
 	})
 	close(stop)
 	<-watched

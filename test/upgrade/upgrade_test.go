@@ -189,6 +189,14 @@ func upgradeCase(t *testing.T, how string) {
 	op.Stop()
 	s.tamper("proxy-0")
 	before := s.templates()
+	revisionsBefore := map[string]string{}
+	list := &nexov1alpha1.NexoProxyList{}
+	if err := s.k8s.List(ctx, list, client.InNamespace("fleet")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		revisionsBefore[p.Name] = p.Status.GraphRevision
+	}
 	// Every proxy rolls once when this build renders another runtime contract than the running
 	// release (0.2.0's config names none: docs/upgrade.md, "0.2.0 to 0.3.0"); otherwise only the
 	// tampered one does.
@@ -257,7 +265,11 @@ func upgradeCase(t *testing.T, how string) {
 		d := s.deployment("proxy-0")
 		return d.Spec.Template.Annotations[tamperKey] == "", fmt.Sprint(d.Spec.Template.Annotations)
 	})
-	if err := fleet.Wait(ctx, s.k8s, "fleet", proxies, time.Minute, fleet.Converged); err != nil {
+	// Converged on what this build renders: with a new runtime contract every proxy has a new
+	// graph revision (until the new operator has looked at it, its status still shows the old).
+	if err := fleet.Wait(ctx, s.k8s, "fleet", proxies, 2*time.Minute, func(p *nexov1alpha1.NexoProxy) bool {
+		return fleet.Converged(p) && (wantRolls != proxies || p.Status.GraphRevision != revisionsBefore[p.Name])
+	}); err != nil {
 		t.Fatal(err)
 	}
 	after := s.templates()
