@@ -1,24 +1,29 @@
 package nexoctl_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/nexoctl"
 	"github.com/nexo-io/nexo-edge/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
@@ -126,6 +131,27 @@ func TestStatus(t *testing.T) {
 	if _, _, code := run(t, "", append(kc, "status", "-A", "--wait", "--timeout", "1s")...); code != 1 {
 		t.Errorf("--wait that times out: exit %d, want 1", code)
 	}
+	// kubectl's output formats, through cli-runtime's and kubectl's printers over the objects.
+	for _, c := range []struct{ output, want string }{
+		{"name", "nexoproxy.nexo.io/billing-proxy\nnexoproxy.nexo.io/orders-proxy\n"},
+		{"jsonpath={.items[*].metadata.name}", "billing-proxy orders-proxy"},
+		{"jsonpath={.status.phase}", "Ready"}, // with NAME: the one object
+		{"custom-columns=NAME:.metadata.name,PHASE:.status.phase", "NAME            PHASE\nbilling-proxy   Degraded\norders-proxy    Ready\n"},
+	} {
+		args := append(kc, "status", "-n", "shop", "-o", c.output)
+		if strings.HasPrefix(c.output, "jsonpath={.status") {
+			args = append(args, "orders-proxy")
+		}
+		if out, errOut, code := run(t, "", args...); code != 0 || out != c.want {
+			t.Errorf("-o %s: exit %d\n%q, want %q\n%s", c.output, code, out, c.want, errOut)
+		}
+	}
+	if out, _, _ := run(t, "", append(kc, "status", "-n", "shop", "-o", "wide")...); !strings.Contains(out, "AVAILABLE") || !strings.Contains(out, "PREVIOUS") {
+		t.Errorf("-o wide lacks the revision columns:\n%s", out)
+	}
+	if _, errOut, code := run(t, "", append(kc, "status", "-n", "shop", "-o", "name", "--wait")...); code != 2 || !strings.Contains(errOut, "does not go with --watch or --wait") {
+		t.Errorf("-o name --wait: exit %d %s", code, errOut)
+	}
 	// An empty selection is never a success.
 	if out, errOut, code := run(t, "", append(kc, "status", "-A", "-l", "team=none")...); code != 1 || !regexp.MustCompile(`no NexoProxies in all namespaces matching team=none`).MatchString(out+errOut) {
 		t.Errorf("empty selector result: exit %d\n%s%s", code, out, errOut)
@@ -160,6 +186,41 @@ func TestStatus(t *testing.T) {
 	}
 	if out, _, _ := run(t, "", "__complete", "status", "-o", ""); !strings.Contains(out, "json\n") || !strings.Contains(out, "yaml\n") {
 		t.Errorf("completion of -o:\n%s", out)
+	}
+
+	// --wait returns at once, exit 1 with the reason, when a proxy is Failed: waiting cannot help.
+	failed := &nexov1alpha1.NexoProxy{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "billing-proxy"}, failed); err != nil {
+		t.Fatal(err)
+	}
+	failed.Status.Phase = nexov1alpha1.ProxyFailed
+	setReady(t, k8s, failed, metav1.ConditionFalse, "InvalidReference")
+	if _, errOut, code := run(t, "", append(kc, "status", "-A", "--wait", "--timeout", "5m")...); code != 1 ||
+		!strings.Contains(errOut, "waiting cannot make shop/billing-proxy (InvalidReference: InvalidReference) Ready") {
+		t.Errorf("--wait over a Failed proxy: exit %d, want 1 at once, naming it and its reason: %s", code, errOut)
+	}
+
+	// --watch follows a watch: a change shows within seconds, well before the 30 s in which the
+	// header is read again without one.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchOut syncBuffer
+	watched := make(chan int)
+	go func() {
+		watched <- nexoctl.Main(watchCtx, append(kc, "status", "-n", "shop", "--watch"), strings.NewReader(""), &watchOut, &watchOut)
+	}()
+	waitOutput := func(what string, ok func(string) bool) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) { return ok(watchOut.String()), nil }); err != nil {
+			t.Errorf("status --watch: %s did not show within 10s:\n%s", what, watchOut.String())
+		}
+	}
+	waitOutput("the table", func(s string) bool { return strings.Contains(s, "orders-proxy") })
+	failed.Status.Phase = nexov1alpha1.ProxyProgressing
+	setReady(t, k8s, failed, metav1.ConditionFalse, "Progressing")
+	waitOutput("billing-proxy's change", func(s string) bool { return strings.Contains(s, "Progressing") })
+	stopWatch()
+	if code := <-watched; code != 0 {
+		t.Errorf("status --watch ended with exit %d when interrupted", code)
 	}
 
 	// kubectl's identity flags: impersonating a user without rights is refused by the API server.
@@ -204,4 +265,22 @@ func TestStatusShowsTheManagersLimit(t *testing.T) {
 	if out, _, _ := run(t, "", append(kc, "status", "-A")...); !strings.Contains(out, "deploys into nowhere (the cluster's limit is empty)") {
 		t.Errorf("status header with an empty limit:\n%s", out)
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,9 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/contract/scheme"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
@@ -51,18 +54,25 @@ type Limits struct {
 
 // Proxy is one row.
 type Proxy struct {
-	Namespace     string             `json:"namespace"`
-	Name          string             `json:"name"`
-	Phase         string             `json:"phase"`
-	Ready         bool               `json:"ready"`
-	ReadyReplicas int32              `json:"readyReplicas"`
-	Replicas      int32              `json:"replicas"`
-	GraphRevision string             `json:"graphRevision,omitempty"`
-	Created       metav1.Time        `json:"created"`
-	Message       string             `json:"message,omitempty"`
-	Conditions    []metav1.Condition `json:"conditions,omitempty"`
-	Graph         []GraphNode        `json:"graph,omitempty"`
-	Objects       []string           `json:"objects,omitempty"`
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	Phase         string `json:"phase"`
+	Ready         bool   `json:"ready"`
+	ReadyReplicas int32  `json:"readyReplicas"`
+	Replicas      int32  `json:"replicas"`
+	GraphRevision string `json:"graphRevision,omitempty"`
+	// AvailableRevision is the revision every replica runs; PreviousRevision the one before it
+	// (its config is kept).
+	AvailableRevision string      `json:"availableRevision,omitempty"`
+	PreviousRevision  string      `json:"previousRevision,omitempty"`
+	Created           metav1.Time `json:"created"`
+	Message           string      `json:"message,omitempty"`
+	// Final: waiting cannot make it Ready, it needs a change (phase Failed, or a rollout past its
+	// progress deadline), as the operator decided for its current generation.
+	Final      bool               `json:"final,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Graph      []GraphNode        `json:"graph,omitempty"`
+	Objects    []string           `json:"objects,omitempty"`
 }
 
 // GraphNode is one object of a proxy's graph, with its readiness.
@@ -98,14 +108,21 @@ func NewCmd(o *cliopts.Options) *cobra.Command {
 		Long: `Without NAME: a table of NexoProxies (namespace, name, phase, ready/desired replicas, graph
 revision, age, message) under a header with the operator's and the Manager's health. With NAME:
 that proxy's conditions, its resolved graph as a tree with each node's readiness, and the objects
-generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Ready in time).`,
+generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Ready in time, or at
+once when one is Failed or its rollout stalled, which waiting cannot change).`,
 		Example: `  nexoctl status -A
   nexoctl status orders-proxy -n shop
   nexoctl status -A --wait --timeout 5m`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.ValidateOutput(); err != nil {
-				return err
+			objects := objectFormat(o.Output)
+			if !objects && o.Output != OutputWide {
+				if err := o.ValidateOutput(); err != nil {
+					return cliopts.Fail(cliopts.ExitCannot, "unknown output format %q: use text, wide, json, yaml, name, jsonpath=…, go-template=… or custom-columns=…", o.Output)
+				}
+			}
+			if objects && (watch || waitReady) {
+				return cliopts.Fail(cliopts.ExitCannot, "-o %s prints the objects once: it does not go with --watch or --wait (use -o json or the table)", o.Output)
 			}
 			sel, err := labels.Parse(selector)
 			if err != nil {
@@ -124,19 +141,33 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 				name = args[0]
 			}
 			ctx := cmd.Context()
+			if objects {
+				return printObjects(ctx, env.Client, o, name, sel)
+			}
 			deadline := time.Now().Add(timeout)
 			var seen map[string]Proxy // --watch: what was printed last, by namespace/name
+			var changes <-chan struct{}
+			if watch || waitReady {
+				watchCtx, stop := context.WithCancel(ctx)
+				defer stop() // the watch ends with the command
+				changes = proxyChanges(watchCtx, cfg, o, name, sel)
+			}
 			for {
 				st, err := collect(ctx, env.Client, o, name, sel)
 				if err != nil {
 					return err
 				}
-				if (!waitReady || st.AllReady || time.Now().After(deadline)) && !watch {
+				final := finalProxies(st)
+				if (!waitReady || st.AllReady || time.Now().After(deadline) || len(final) > 0) && !watch {
 					if err := print(o, st, name); err != nil {
 						return err
 					}
 					if len(st.Proxies) == 0 {
 						return cliopts.Fail(cliopts.ExitFailed, "no NexoProxies in %s: nothing is Ready (choose the namespace with -n, or -A for all)", st.Scope)
+					}
+					if waitReady && len(final) > 0 {
+						return cliopts.Fail(cliopts.ExitFailed, "waiting cannot make %s Ready: it needs a change (%s); nexoctl status NAME -n NAMESPACE shows its conditions",
+							strings.Join(final, ", "), "phase Failed, or its rollout stalled")
 					}
 					if !st.AllReady {
 						return cliopts.Fail(cliopts.ExitFailed, "not all proxies are Ready")
@@ -148,10 +179,17 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 						return err
 					}
 				}
+				// Woken by a change of the proxies (a watch), else after headerRefresh: the
+				// header's Deployments and status ConfigMap are read, not watched.
+				wake := headerRefresh
+				if waitReady && !watch {
+					wake = min(wake, time.Until(deadline))
+				}
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-time.After(2 * time.Second):
+				case <-changes:
+				case <-time.After(wake):
 				}
 			}
 		},
@@ -161,6 +199,17 @@ generated for it. Exits 1 when a listed proxy is not Ready (with --wait: not Rea
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector for NexoProxies")
 	return cmd
+}
+
+// finalProxies names the listed proxies that waiting cannot make Ready, with their reason.
+func finalProxies(st Status) []string {
+	var out []string
+	for _, p := range st.Proxies {
+		if p.Final {
+			out = append(out, p.Namespace+"/"+p.Name+" ("+p.Message+")")
+		}
+	}
+	return out
 }
 
 // collect reads the header (operator and Manager health) and the proxies; the header's two
@@ -176,36 +225,53 @@ func collect(ctx context.Context, c client.Client, o *cliopts.Options, name stri
 	return st, err
 }
 
-func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
-	st := Status{AllReady: true}
-	var list nexov1alpha1.NexoProxyList
+// listProxies lists the selected NexoProxies (all namespaces with -A, else the context's or
+// -n's; with NAME, that one), sorted by namespace and name, and says what was selected.
+func listProxies(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (*nexov1alpha1.NexoProxyList, string, error) {
+	list := &nexov1alpha1.NexoProxyList{}
 	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
 	ns, err := o.ContextNamespace()
 	if err != nil {
-		return st, err
+		return list, "", err
 	}
-	st.Scope = "all namespaces"
+	scope := "all namespaces"
 	if !o.AllNamespaces || name != "" {
 		opts = append(opts, client.InNamespace(ns))
-		st.Scope = "namespace " + ns
+		scope = "namespace " + ns
 	}
 	if !sel.Empty() {
-		st.Scope += " matching " + sel.String()
+		scope += " matching " + sel.String()
 	}
-	if err := c.List(ctx, &list, opts...); err != nil {
-		return st, cliopts.Fail(cliopts.ExitCannot, "list NexoProxies: %v (are the CRDs installed? run nexoctl preflight)", err)
+	if err := c.List(ctx, list, opts...); err != nil {
+		return list, scope, cliopts.Fail(cliopts.ExitCannot, "list NexoProxies: %v (are the CRDs installed? run nexoctl preflight)", err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
 		a, b := list.Items[i], list.Items[j]
 		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
 	})
+	if name != "" {
+		list.Items = slices.DeleteFunc(list.Items, func(p nexov1alpha1.NexoProxy) bool { return p.Name != name })
+	}
+	list.SetGroupVersionKind(proxyListKind)
+	for i := range list.Items {
+		list.Items[i].SetGroupVersionKind(nexov1alpha1.GroupVersion.WithKind("NexoProxy"))
+	}
+	return list, scope, nil
+}
+
+func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, name string, sel labels.Selector) (Status, error) {
+	st := Status{AllReady: true}
+	list, scope, err := listProxies(ctx, c, o, name, sel)
+	st.Scope = scope
+	if err != nil {
+		return st, err
+	}
+	ns, _ := o.ContextNamespace()
 	for i := range list.Items {
 		p := &list.Items[i]
-		if name != "" && p.Name != name {
-			continue
-		}
 		row := Proxy{Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase), ReadyReplicas: p.Status.ReadyReplicas,
-			Replicas: p.Status.Replicas, GraphRevision: p.Status.GraphRevision, Created: p.CreationTimestamp}
+			Replicas: p.Status.Replicas, GraphRevision: p.Status.GraphRevision, AvailableRevision: p.Status.AvailableRevision,
+			PreviousRevision: p.Status.PreviousRevision, Created: p.CreationTimestamp}
 		if row.Phase == "" {
 			row.Phase = "Unknown"
 		}
@@ -213,6 +279,8 @@ func collectProxies(ctx context.Context, c client.Client, o *cliopts.Options, na
 			row.Ready = ok
 			if !row.Ready {
 				row.Message = c.Reason + ": " + c.Message
+				row.Final = c.ObservedGeneration == p.Generation &&
+					(p.Status.Phase == nexov1alpha1.ProxyFailed || c.Reason == nexov1alpha1.ReasonRolloutStalled)
 			}
 		} else {
 			row.Message = "not reconciled yet (is the operator running and watching this namespace?)"
@@ -388,19 +456,33 @@ func state(p Proxy) string {
 }
 
 // row is a proxy's line in the table (tab-separated).
+// wideRow is row with the available and previous revisions.
+func wideRow(p Proxy) string {
+	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision),
+		dash(p.AvailableRevision), dash(p.PreviousRevision), age(p.Created), truncate(p.Message, 100))
+}
+
 func row(p Proxy) string {
 	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s\t%s\t%s", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision), age(p.Created), truncate(p.Message, 100))
 }
 
 func print(o *cliopts.Options, st Status, name string) error {
-	if o.Output != cliopts.OutputText {
+	if o.Output != cliopts.OutputText && o.Output != OutputWide {
 		return o.PrintData(st)
 	}
 	printHeader(o.Out, st)
 	if name == "" {
 		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAGE\tMESSAGE")
+		if o.Output == OutputWide {
+			fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAVAILABLE\tPREVIOUS\tAGE\tMESSAGE")
+		} else {
+			fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAGE\tMESSAGE")
+		}
 		for _, p := range st.Proxies {
+			if o.Output == OutputWide {
+				fmt.Fprintln(tw, wideRow(p))
+				continue
+			}
 			fmt.Fprintln(tw, row(p))
 		}
 		if len(st.Proxies) == 0 {
@@ -532,4 +614,45 @@ func listOrNone(l []string) string {
 		return "nowhere (the cluster's limit is empty)"
 	}
 	return strings.Join(l, ",")
+}
+
+// headerRefresh is how often --watch and --wait read the state again without a change of the
+// proxies (the operator's and the Manager's health in the header).
+const headerRefresh = 30 * time.Second
+
+// proxyChanges signals each change of the selected NexoProxies, from a watch that is opened again
+// when the API server ends it, until ctx ends. Changes in a burst give one signal.
+func proxyChanges(ctx context.Context, cfg *rest.Config, o *cliopts.Options, name string, sel labels.Selector) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return out // no watch: headerRefresh alone
+	}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+	if ns, err := o.ContextNamespace(); err == nil && (!o.AllNamespaces || name != "") {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	if name != "" {
+		opts = append(opts, client.MatchingFields{"metadata.name": name})
+	}
+	go func() {
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, &nexov1alpha1.NexoProxyList{}, opts...)
+			if err != nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(2 * time.Second):
+				}
+				continue
+			}
+			for range w.ResultChan() {
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+			w.Stop()
+		}
+	}()
+	return out
 }
