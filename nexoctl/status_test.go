@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/creack/pty"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/contract/wire"
@@ -221,6 +224,33 @@ func TestStatus(t *testing.T) {
 	stopWatch()
 	if code := <-watched; code != 0 {
 		t.Errorf("status --watch ended with exit %d when interrupted", code)
+	}
+
+	// On a terminal the phases are coloured; never with NO_COLOR, never with -o.
+	onTerminal := func(args ...string) string {
+		t.Helper()
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ptmx.Close()
+		var screen bytes.Buffer
+		copied := make(chan struct{})
+		go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
+		nexoctl.Main(ctx, append(kc, args...), strings.NewReader(""), tty, tty)
+		tty.Close()
+		<-copied
+		return screen.String()
+	}
+	if screen := onTerminal("status", "-n", "shop"); !strings.Contains(screen, "\x1b[32mReady\x1b[0m") || !strings.Contains(screen, "\x1b[33mProgressing\x1b[0m") {
+		t.Errorf("status on a terminal: the phases are not coloured:\n%q", screen)
+	}
+	if screen := onTerminal("status", "-n", "shop", "-o", "json"); strings.Contains(screen, "\x1b[") {
+		t.Errorf("status -o json on a terminal has escapes:\n%q", screen)
+	}
+	t.Setenv("NO_COLOR", "1")
+	if screen := onTerminal("status", "-n", "shop"); strings.Contains(screen, "\x1b[") || !strings.Contains(screen, "Progressing") {
+		t.Errorf("status with NO_COLOR has escapes:\n%q", screen)
 	}
 
 	// kubectl's identity flags: impersonating a user without rights is refused by the API server.

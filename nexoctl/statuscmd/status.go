@@ -473,12 +473,15 @@ func print(o *cliopts.Options, st Status, name string) error {
 	printHeader(o.Out, st)
 	if name == "" {
 		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+		colour := o.Color()
+		phaseHeader := paint("PHASE", "", colour)
 		if o.Output == OutputWide {
-			fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAVAILABLE\tPREVIOUS\tAGE\tMESSAGE")
+			fmt.Fprintln(tw, "NAMESPACE\tNAME\t"+phaseHeader+"\tREADY\tREVISION\tAVAILABLE\tPREVIOUS\tAGE\tMESSAGE")
 		} else {
-			fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tREVISION\tAGE\tMESSAGE")
+			fmt.Fprintln(tw, "NAMESPACE\tNAME\t"+phaseHeader+"\tREADY\tREVISION\tAGE\tMESSAGE")
 		}
 		for _, p := range st.Proxies {
+			p.Phase = paint(p.Phase, phaseColour[p.Phase], colour)
 			if o.Output == OutputWide {
 				fmt.Fprintln(tw, wideRow(p))
 				continue
@@ -614,6 +617,25 @@ func listOrNone(l []string) string {
 		return "nowhere (the cluster's limit is empty)"
 	}
 	return strings.Join(l, ",")
+}
+
+// phaseColour is the SGR colour of each phase in the table (on a terminal, without NO_COLOR):
+// green Ready, yellow on the way, red needs attention.
+var phaseColour = map[string]string{
+	string(nexov1alpha1.ProxyReady): "32", string(nexov1alpha1.ProxyProgressing): "33", string(nexov1alpha1.ProxyPending): "33",
+	string(nexov1alpha1.ProxyDegraded): "31", string(nexov1alpha1.ProxyFailed): "31",
+}
+
+// paint colours text with the SGR colour sgr ("": the terminal's default) when on. Every painted
+// cell of a column carries escapes of the same length, so tabwriter still aligns the column.
+func paint(text, sgr string, on bool) string {
+	if !on {
+		return text
+	}
+	if sgr == "" {
+		sgr = "39"
+	}
+	return "\x1b[" + sgr + "m" + text + "\x1b[0m"
 }
 
 // headerRefresh is how often --watch and --wait read the state again without a change of the
