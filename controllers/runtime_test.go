@@ -174,6 +174,34 @@ func TestSecretsReachTheContainerThatReadsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProxy(t, ns, 2*time.Minute, "Ready once the key is back", isReady)
+
+	// A Secret renamed under the running proxy (the name it references is gone): blocked,
+	// named, and the running revision stays; back under its name, the proxy is Ready again.
+	generation = deployment(t, ns).Generation
+	salt := &corev1.Secret{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pii-salt"}, salt); err != nil {
+		t.Fatal(err)
+	}
+	renamed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pii-salt-v2"}, Data: salt.Data}
+	if err := k8s.Create(ctx, renamed); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, salt); err != nil {
+		t.Fatal(err)
+	}
+	p = waitProxy(t, ns, time.Minute, "ReferenceNotFound for the renamed Secret", func(p *nexov1alpha1.NexoProxy) bool {
+		c := conditionOf(p, nexov1alpha1.ConditionReferencesResolved)
+		return c.reason == nexov1alpha1.ReasonReferenceNotFound && strings.Contains(c.message, "Secret pii-salt not found")
+	})
+	if p.Status.Phase != nexov1alpha1.ProxyDegraded || deployment(t, ns).Generation != generation {
+		t.Errorf("with its Secret renamed the proxy is %s and its Deployment moved from generation %d to %d: want Degraded on the running revision",
+			p.Status.Phase, generation, deployment(t, ns).Generation)
+	}
+	salt.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "pii-salt"}
+	if err := k8s.Create(ctx, salt); err != nil {
+		t.Fatal(err)
+	}
+	waitProxy(t, ns, 2*time.Minute, "Ready once the Secret is back under its name", isReady)
 }
 
 // spec.proxyImage must be an image the proxy's profile approves. A tenant who may edit the
