@@ -132,6 +132,15 @@ type stepContainer struct {
 	port int32
 }
 
+// stepOf is the step container of a kind, when the profile's catalog gives the kind one.
+func stepOf(steps []stepContainer, kind string) (stepContainer, bool) {
+	i := slices.IndexFunc(steps, func(s stepContainer) bool { return s.Kind == kind })
+	if i < 0 {
+		return stepContainer{}, false
+	}
+	return steps[i], true
+}
+
 func stepContainers(g *Graph) []stepContainer {
 	var out []stepContainer
 	for i, s := range StepImages(g) {
@@ -144,10 +153,10 @@ func stepContainers(g *Graph) []stepContainer {
 // gives its kind an image; else egress for routing, response and connection steps (egress talks
 // to the upstream), and ingress for request steps and observability (ingress admits every
 // command and answers it).
-func runsIn(g *Graph, c Component) string {
+func runsIn(steps []stepContainer, c Component) string {
 	if c.Slot != catalog.SlotRouter && c.Slot != catalog.SlotObservability {
-		if slices.ContainsFunc(StepImages(g), func(s nexov1alpha1.StepImage) bool { return s.Kind == c.Kind }) {
-			return stepContainerName(c.Kind)
+		if s, ok := stepOf(steps, c.Kind); ok {
+			return s.name
 		}
 	}
 	switch c.Slot {
@@ -180,14 +189,13 @@ func secretFiles(uses []nexov1alpha1.SecretUse, reader func(nexov1alpha1.SecretU
 	return out
 }
 
-func componentConfig(g *Graph, c Component) ComponentConfig {
-	runner := runsIn(g, c)
+// componentConfig is a component as its runtime reads it; steps are the graph's step containers.
+func componentConfig(steps []stepContainer, c Component) ComponentConfig {
+	runner := runsIn(steps, c)
 	cc := ComponentConfig{Kind: c.Kind, Name: c.Name, Slot: c.Slot, Spec: c.Spec, Container: runner,
 		Secrets: secretFiles(c.SecretUses, func(u nexov1alpha1.SecretUse) string { return readerOf(u, runner) })}
-	for _, s := range stepContainers(g) {
-		if s.name == runner {
-			cc.Address = fmt.Sprintf("127.0.0.1:%d", s.port)
-		}
+	if s, ok := stepOf(steps, c.Kind); ok && s.name == runner {
+		cc.Address = fmt.Sprintf("127.0.0.1:%d", s.port)
 	}
 	return cc
 }
@@ -203,7 +211,7 @@ func Routing(g *Graph) RoutingConfig {
 		Secrets:         secretFiles(nexov1alpha1.SecretUsesOf(g.Proxy), proxyReader),
 	}
 	if g.Router != nil {
-		r := componentConfig(g, *g.Router)
+		r := componentConfig(stepContainers(g), *g.Router)
 		rc.Router = &r
 	}
 	if tls := g.Proxy.Spec.TLS; tls != nil {
@@ -219,11 +227,12 @@ func Routing(g *Graph) RoutingConfig {
 // Steps renders steps.json.
 func Steps(g *Graph) StepsConfig {
 	sc := StepsConfig{Steps: []ComponentConfig{}, Observability: []ComponentConfig{}}
+	steps := stepContainers(g)
 	for _, c := range g.Steps {
-		sc.Steps = append(sc.Steps, componentConfig(g, c))
+		sc.Steps = append(sc.Steps, componentConfig(steps, c))
 	}
 	for _, c := range g.Observability {
-		sc.Observability = append(sc.Observability, componentConfig(g, c))
+		sc.Observability = append(sc.Observability, componentConfig(steps, c))
 	}
 	return sc
 }
