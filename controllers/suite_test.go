@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -31,6 +30,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/operator"
+	"github.com/nexo-io/nexo-edge/test/framework/syncbuffer"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
 )
@@ -132,25 +132,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects the operator's logs so tests can check what was (not) logged.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-var operatorLogs syncBuffer
+// operatorLogs collects the operator's logs so tests can check what was (not) logged.
+var operatorLogs syncbuffer.Buffer
 
 func run(m *testing.M) (int, error) {
 	ctx := context.Background()

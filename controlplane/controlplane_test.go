@@ -11,12 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
+	"github.com/nexo-io/nexo-edge/test/framework/syncbuffer"
 	"github.com/nexo-io/nexo-edge/test/framework/testcontrolplane"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,31 +41,13 @@ type cp struct {
 	skew  atomic.Int64
 	clock atomic.Pointer[func() time.Time]
 	// logs is what the server logged.
-	logs *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs *syncbuffer.Buffer
 }
 
 // start serves a Control Plane over the database db, signing with key, for the test.
 func start(t *testing.T, db string, key ed25519.PrivateKey, opts ...func(*testcontrolplane.Options)) *cp {
 	t.Helper()
-	c := &cp{t: t, db: db, pub: key.Public().(ed25519.PublicKey), logs: &syncBuffer{}}
+	c := &cp{t: t, db: db, pub: key.Public().(ed25519.PublicKey), logs: &syncbuffer.Buffer{}}
 	o := testcontrolplane.Options{DB: db, Key: key, AdminToken: admin, Log: slog.New(slog.NewTextHandler(c.logs, nil)),
 		Now: func() time.Time {
 			if clock := c.clock.Load(); clock != nil {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/nexoctl"
 	"github.com/nexo-io/nexo-edge/nexoctl/statuscmd"
+	"github.com/nexo-io/nexo-edge/test/framework/syncbuffer"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
@@ -206,7 +206,7 @@ func TestStatus(t *testing.T) {
 	// --watch follows a watch: a change shows within seconds, well before the 30 s in which the
 	// header is read again without one.
 	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watchOut syncBuffer
+	var watchOut syncbuffer.Buffer
 	watched := make(chan int)
 	go func() {
 		watched <- nexoctl.Main(watchCtx, append(kc, "status", "-n", "shop", "--watch"), strings.NewReader(""), &watchOut, &watchOut)
@@ -295,22 +295,4 @@ func TestStatusShowsTheManagersLimit(t *testing.T) {
 	if out, _, _ := run(t, "", append(kc, "status", "-A")...); !strings.Contains(out, "deploys into nowhere (the cluster's limit is empty)") {
 		t.Errorf("status header with an empty limit:\n%s", out)
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -383,11 +383,7 @@ func installAndCheck(t *testing.T, m mode) {
 	})
 	c.license(m.deploy)
 	mgr := c.start(wire.ManagerName, bins["manager"]) // waits for /readyz: Ready though not configured
-	managerStatus := func() map[string]string {
-		cm := &corev1.ConfigMap{}
-		_ = k8s.Get(ctx, client.ObjectKey{Namespace: installNS, Name: wire.ManagerStatusConfigMap}, cm)
-		return cm.Data
-	}
+	managerStatus := func() map[string]string { return testinstall.ManagerStatus(ctx, k8s, installNS) }
 	poll(t, "the unconfigured Manager says what is missing", time.Minute, olmLogs, func() (bool, string) {
 		st := managerStatus()
 		missing := st[wire.StatusNotConfigured]

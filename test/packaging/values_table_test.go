@@ -107,6 +107,22 @@ func valueCases() map[string]valueCase {
 	return c
 }
 
+// valuePaths are the dotted paths of values.yaml's leaves.
+func valuePaths(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	leaves("", values, &paths)
+	return paths
+}
+
 // leaves lists the dotted paths of values.yaml's leaves (an empty map or a list is a leaf).
 func leaves(prefix string, v any, out *[]string) {
 	m, ok := v.(map[string]any)
@@ -126,16 +142,7 @@ func leaves(prefix string, v any, out *[]string) {
 // TestEveryValueIsRendered: every value of values.yaml, set to something other than its
 // default, changes the rendered objects where it says it does.
 func TestEveryValueIsRendered(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var values map[string]any
-	if err := yaml.Unmarshal(raw, &values); err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	leaves("", values, &paths)
+	paths := valuePaths(t)
 	sort.Strings(paths)
 	cases := valueCases()
 	for _, p := range paths {
@@ -212,16 +219,7 @@ func TestSecurityContextsMergeOverTheRestrictedDefaults(t *testing.T) {
 // values.yaml) has a row for every value of values.yaml, each saying what it does: a value
 // without a comment in values.yaml (or above its parent) fails here.
 func TestChartREADMEDescribesEveryValue(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var values map[string]any
-	if err := yaml.Unmarshal(raw, &values); err != nil {
-		t.Fatal(err)
-	}
-	var paths []string
-	leaves("", values, &paths)
+	paths := valuePaths(t)
 	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -73,11 +73,7 @@ func TestKustomizeInstallFromScratch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(mgr.Stop)
-	managerStatus := func() map[string]string {
-		cm := &corev1.ConfigMap{}
-		_ = s.k8s.Get(ctx, client.ObjectKey{Namespace: testinstall.Namespace, Name: wire.ManagerStatusConfigMap}, cm)
-		return cm.Data
-	}
+	managerStatus := func() map[string]string { return testinstall.ManagerStatus(ctx, s.k8s, testinstall.Namespace) }
 	s.poll("the unconfigured Manager is Ready and says what it waits for", time.Minute, func() (bool, string) {
 		code, body := mgr.Probe("/readyz")
 		st := managerStatus()

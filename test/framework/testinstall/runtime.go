@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controllers/render"
 )
 
@@ -32,4 +33,12 @@ func RuntimeContract(ctx context.Context, c client.Client, namespace, proxy stri
 		return "", fmt.Errorf("%s/%s routing.json: %w", namespace, name, err)
 	}
 	return routing.ContractVersion, nil
+}
+
+// ManagerStatus is what the Manager of namespace ns reports in its status ConfigMap (nil before
+// it wrote one).
+func ManagerStatus(ctx context.Context, c client.Client, ns string) map[string]string {
+	cm := &corev1.ConfigMap{}
+	_ = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: wire.ManagerStatusConfigMap}, cm)
+	return cm.Data
 }
