@@ -355,7 +355,11 @@ func (b *bench) upgrade6() error {
 		return err
 	}
 	_, err = waitAll(old)
-	time.Sleep(3 * time.Second)
+	if err == nil {
+		// The release's operator has taken over when it is quiet: with another rendering than
+		// this build's it rolls the proxies to its own first (a reconcile and writes each).
+		err = quiet(old, waitLimit())
+	}
 	old.stop()
 	if err != nil {
 		return err
@@ -385,7 +389,11 @@ func (b *bench) upgrade6() error {
 		return err
 	}
 	reverified := time.Since(start)
-	time.Sleep(3 * time.Second)
+	// A rollout of every proxy goes on after each was reconciled once: count when it is done.
+	if err := quiet(op, waitLimit()); err != nil {
+		return err
+	}
+	settled := time.Since(start)
 	m, err := op.metrics()
 	if err != nil {
 		return err
@@ -404,9 +412,31 @@ func (b *bench) upgrade6() error {
 		}
 	}
 	b.add(fmt.Sprintf("upgrade %s → %s: every proxy re-verified", version, catalog.BuildVersion), reverified.Round(10*time.Millisecond).String(), "")
+	b.add("upgrade: the operator quiet again (3 s without a call)", settled.Round(10*time.Millisecond).String(), "")
 	b.add("upgrade: proxy Deployment writes / pod-template changes", fmt.Sprintf("%d / %d (of %d)", writes, rolls, len(before)), wantWrites)
 	b.add("upgrade: mutating API calls", fmt.Sprintf("%.0f (over %.0f reconciles)", m.mutating, m.reconciles), wantCalls)
 	return nil
+}
+
+// quiet waits until op has made no reconcile and no mutating call for 3 s, or fails after limit.
+func quiet(op *operatorProcess, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	last, err := op.metrics()
+	for err == nil {
+		time.Sleep(3 * time.Second)
+		var m opMetrics
+		if m, err = op.metrics(); err != nil {
+			break
+		}
+		if m.reconciles == last.reconciles && m.mutating == last.mutating {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the operator was still busy after %s (%.0f reconciles, %.0f mutating calls)", limit, m.reconciles, m.mutating)
+		}
+		last = m
+	}
+	return err
 }
 
 // deploymentState is what phase 6 compares: a Deployment's generation (any spec write moves it)
