@@ -21,11 +21,17 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for api/v1alpha1 and the o
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	go run ./hack/rbacmarkers
 
+# prometheus-operator's API (go.mod pins it): the CRDs of the monitoring kinds Nexo Edge ships, for
+# the tests that install them as a cluster with prometheus-operator (or OpenShift) has them.
+MONITORING_API := github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1
+
 .PHONY: manifests
-manifests: generate ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs); then the runtime contract's JSON Schemas and examples (docs/runtime).
+manifests: generate ## Generate CRDs, then stamp them from the catalog (labels, keep annotation, docs); prometheus-operator's CRDs for the tests; then the runtime contract's JSON Schemas and examples (docs/runtime).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nexo-operator paths=./controllers/... paths=./operator/... output:rbac:artifacts:config=config/rbac/generated
 	go run ./hack/crdmeta
+	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) crd:crdVersions=v1,maxDescLen=0 paths=$(MONITORING_API) output:crd:dir=$$tmp && \
+	  for k in prometheusrules servicemonitors podmonitors; do cp $$tmp/monitoring.coreos.com_$$k.yaml test/framework/monitoring/; done; rm -rf $$tmp
 	go run ./hack/runtimeschema
 	go test -count=1 -run '^TestRuntimeContractExamples$$' ./controllers/render/ -args -update
 
@@ -41,7 +47,7 @@ bundle: manifests ## Generate the OLM bundle, bundle.Dockerfile and the file-bas
 changelog: manifests ## Write the schema section of every version in CHANGELOG.md (nexoctl schema diff against the release before it).
 	go run ./hack/changelog
 
-GENERATED := api config docs charts bundle bundle.Dockerfile olm PROJECT CHANGELOG.md
+GENERATED := api config docs charts bundle bundle.Dockerfile olm PROJECT CHANGELOG.md test/framework/monitoring
 
 .PHONY: verify-generated
 verify-generated: generate manifests chart bundle changelog ## Fail when any generated file differs from what is committed.

@@ -6,8 +6,8 @@ package controllers
 // render.Children (zz_generated.rbac.go, by hack/rbacmarkers); the ones below are the rest.
 //
 // Events on NexoProxies (phase changes, blocked reasons, conflicts, rollouts), in the proxies'
-// namespaces, through the events.k8s.io API (controllers/eventpost).
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
+// namespaces, through the core API (controllers/eventpost).
+// +kubebuilder:rbac:groups="",resources=events,verbs=create
 //
 // Leader election (in the operator namespace; see config/rbac/leader_election_role.yaml) and
 // events are namespaced and granted separately.

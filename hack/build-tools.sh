@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the binaries of the local test cluster from the Go module proxy into bin/:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm, promtool
 # (+ kwok's Stage manifests). Each build is pinned by its tools module under hack/tools/<group>
 # and skipped when bin/ already holds a binary stamped with the same go.mod/go.sum digest.
 # Built binaries are kept per machine, as OLM's build is, in
@@ -60,6 +60,7 @@ if [[ "${1:-}" != "--envtest-only" ]]; then
   build kubernetes kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
   build kwok kwok sigs.k8s.io/kwok/cmd/kwok
   build helm helm helm.sh/helm/v3/cmd/helm
+  build prometheus promtool github.com/prometheus/prometheus/cmd/promtool
   # kwok refuses to start without Stage objects; the module ships them as YAML.
   kwokdir=$(cd "$root/hack/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   mkdir -p "$bin/kwok-stages"

@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -111,7 +110,7 @@ func (a *Agent) checkConfiguration(ctx context.Context) error {
 // noteLimit is the longest Event note the API server accepts (1 kB).
 const noteLimit = 1024
 
-// postEvent records one Event (events.k8s.io/v1) on the Manager's own Deployment, where
+// postEvent records one Event (core v1, as controllers/eventpost posts them) on the Manager's own Deployment, where
 // kubectl describe and the console show it. The Manager posts one per change of its
 // configuration state, so it keeps no series. Without its Deployment (a Manager run outside
 // one) there is nothing to attach it to, and a failure is only logged.
@@ -125,16 +124,21 @@ func (a *Agent) postEvent(ctx context.Context, eventtype, reason, note string) {
 		note = strings.ToValidUTF8(note[:noteLimit-len("…")], "") + "…"
 	}
 	host, _ := os.Hostname()
-	ev := &eventsv1.Event{
+	now := time.Now()
+	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: wire.ManagerName + "-", Namespace: a.cfg.Namespace},
-		EventTime:           metav1.NowMicro(),
+		InvolvedObject:      corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: dep.Namespace, Name: dep.Name, UID: dep.UID},
+		Reason:              reason,
+		Message:             note,
+		Type:                eventtype,
+		Source:              corev1.EventSource{Component: wire.ManagerName},
+		FirstTimestamp:      metav1.NewTime(now),
+		LastTimestamp:       metav1.NewTime(now),
+		Count:               1,
+		EventTime:           metav1.NewMicroTime(now),
+		Action:              "Configure",
 		ReportingController: wire.ManagerName,
 		ReportingInstance:   truncate(wire.ManagerName+"-"+host, 128),
-		Action:              "Configure",
-		Reason:              reason,
-		Type:                eventtype,
-		Note:                note,
-		Regarding:           corev1.ObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Namespace: dep.Namespace, Name: dep.Name, UID: dep.UID},
 	}
 	if err := a.client.Create(ctx, ev); err != nil {
 		a.cfg.Log.Error(err, "cannot record an Event", "reason", reason)

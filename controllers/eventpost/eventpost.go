@@ -1,6 +1,9 @@
-// Package eventpost records Kubernetes Events (events.k8s.io/v1) for controllers whose Events are
-// transitions: each Eventf becomes one Event, posted in the background, and nothing is kept
-// once it is posted.
+// Package eventpost records Kubernetes Events (core v1, with the reporting fields of the
+// events.k8s.io API filled) for controllers whose Events are transitions: each Eventf becomes one
+// Event, posted in the background, and nothing is kept once it is posted. They are posted through
+// the core API, as client-go's recorder posts them, so the RBAC rule is on core "events": OLM's
+// bundle validator reads an events.k8s.io rule as the removed events.k8s.io/v1beta1 API.
+// kubectl describe and the events.k8s.io/v1 API show them alike (one storage).
 //
 // client-go's events broadcaster (what controller-runtime's GetEventRecorder returns) keeps a
 // copy of every Event it posts for six minutes, to count repeats into a series. The operator
@@ -17,7 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	eventsv1 "k8s.io/api/events/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,8 +31,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// NoteLimit is the longest note the API server accepts (events.k8s.io validation: 1 kB); a
-// longer one is cut at a character boundary and ends in "…".
+// NoteLimit is the longest note the events.k8s.io API accepts (1 kB), kept for core Events too so
+// that both APIs read them whole; a longer one is cut at a character boundary and ends in "…".
 const NoteLimit = 1024
 
 // QueueLength is how many Events wait for posting before new ones are dropped (and logged), so
@@ -42,7 +45,7 @@ type Recorder struct {
 	scheme     *runtime.Scheme
 	controller string
 	instance   string
-	queue      chan *eventsv1.Event
+	queue      chan *corev1.Event
 }
 
 var _ events.EventRecorder = (*Recorder)(nil)
@@ -55,7 +58,7 @@ func New(c client.Client, scheme *runtime.Scheme, controller string) *Recorder {
 	if len(instance) > 128 { // the API's limit for reportingInstance
 		instance = instance[:128]
 	}
-	return &Recorder{client: c, scheme: scheme, controller: controller, instance: instance, queue: make(chan *eventsv1.Event, QueueLength)}
+	return &Recorder{client: c, scheme: scheme, controller: controller, instance: instance, queue: make(chan *corev1.Event, QueueLength)}
 }
 
 // Eventf queues one Event about regarding (related may be nil). It never blocks: when the queue
@@ -70,7 +73,7 @@ func (r *Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, 
 	select {
 	case r.queue <- ev:
 	default:
-		log.Info("dropped an Event: too many waiting to be posted", "reason", reason, "regarding", ev.Regarding.Name)
+		log.Info("dropped an Event: too many waiting to be posted", "reason", reason, "regarding", ev.InvolvedObject.Name)
 	}
 }
 
@@ -85,7 +88,7 @@ func (r *Recorder) Post(ctx context.Context, regarding, related runtime.Object, 
 }
 
 // event builds the Event as client-go's recorder does, without a series.
-func (r *Recorder) event(now time.Time, regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) (*eventsv1.Event, error) {
+func (r *Recorder) event(now time.Time, regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) (*corev1.Event, error) {
 	ref, err := reference.GetReference(r.scheme, regarding)
 	if err != nil {
 		return nil, err
@@ -93,16 +96,20 @@ func (r *Recorder) event(now time.Time, regarding, related runtime.Object, event
 	if !util.ValidateEventType(eventtype) {
 		return nil, fmt.Errorf("unsupported event type %q", eventtype)
 	}
-	ev := &eventsv1.Event{
+	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: util.GenerateEventName(ref.Name, now.UnixNano()), Namespace: ref.Namespace},
+		InvolvedObject:      *ref,
+		Reason:              reason,
+		Message:             truncate(fmt.Sprintf(note, args...)),
+		Type:                eventtype,
+		Source:              corev1.EventSource{Component: r.controller},
+		FirstTimestamp:      metav1.NewTime(now),
+		LastTimestamp:       metav1.NewTime(now),
+		Count:               1,
 		EventTime:           metav1.NewMicroTime(now),
+		Action:              action,
 		ReportingController: r.controller,
 		ReportingInstance:   r.instance,
-		Action:              action,
-		Reason:              reason,
-		Regarding:           *ref,
-		Note:                truncate(fmt.Sprintf(note, args...)),
-		Type:                eventtype,
 	}
 	if ev.Namespace == "" {
 		ev.Namespace = metav1.NamespaceDefault
@@ -124,7 +131,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 			return nil
 		case ev := <-r.queue:
 			if err := r.client.Create(ctx, ev); err != nil && !apierrors.IsAlreadyExists(err) {
-				log.Error(err, "could not post an Event", "reason", ev.Reason, "regarding", ev.Regarding.Name)
+				log.Error(err, "could not post an Event", "reason", ev.Reason, "regarding", ev.InvolvedObject.Name)
 			}
 		}
 	}

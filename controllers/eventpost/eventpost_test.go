@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -31,13 +30,13 @@ func TestEventDescribesTheProxy(t *testing.T) {
 	if ev.Namespace != "team-a" || !strings.HasPrefix(ev.Name, "orders.") {
 		t.Errorf("event %s/%s, want team-a/orders.<time>", ev.Namespace, ev.Name)
 	}
-	if ev.Regarding.Kind != "NexoProxy" || ev.Regarding.Name != "orders" || ev.Regarding.UID != "u-1" || ev.Regarding.APIVersion != nexov1alpha1.GroupVersion.String() {
-		t.Errorf("regarding %+v", ev.Regarding)
+	if ev.InvolvedObject.Kind != "NexoProxy" || ev.InvolvedObject.Name != "orders" || ev.InvolvedObject.UID != "u-1" || ev.InvolvedObject.APIVersion != nexov1alpha1.GroupVersion.String() {
+		t.Errorf("regarding %+v", ev.InvolvedObject)
 	}
-	if ev.Note != "revision abc stalled" || ev.Reason != "RolloutStalled" || ev.Action != "Rollout" || ev.Type != corev1.EventTypeWarning {
-		t.Errorf("note %q reason %q action %q type %q", ev.Note, ev.Reason, ev.Action, ev.Type)
+	if ev.Message != "revision abc stalled" || ev.Reason != "RolloutStalled" || ev.Action != "Rollout" || ev.Type != corev1.EventTypeWarning {
+		t.Errorf("note %q reason %q action %q type %q", ev.Message, ev.Reason, ev.Action, ev.Type)
 	}
-	if ev.ReportingController != "nexo-operator" || !strings.HasPrefix(ev.ReportingInstance, "nexo-operator-") || ev.Series != nil || !ev.EventTime.Time.Equal(now) {
+	if ev.ReportingController != "nexo-operator" || !strings.HasPrefix(ev.ReportingInstance, "nexo-operator-") || ev.Series != nil || ev.Count != 1 || !ev.EventTime.Time.Equal(now) || !ev.FirstTimestamp.Time.Equal(now) {
 		t.Errorf("reporting %q/%q series %v time %v", ev.ReportingController, ev.ReportingInstance, ev.Series, ev.EventTime)
 	}
 	if _, err := r.event(now, proxy(), nil, "Fatal", "X", "Y", "z"); err == nil {
@@ -90,11 +89,11 @@ func TestPostCreatesTheEventNow(t *testing.T) {
 	if err := r.Post(context.Background(), proxy(), nil, corev1.EventTypeNormal, "RolloutComplete", "Rollout", "revision %s", "abc"); err != nil {
 		t.Fatal(err)
 	}
-	var list eventsv1.EventList
+	var list corev1.EventList
 	if err := c.List(context.Background(), &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 1 || list.Items[0].Note != "revision abc" || list.Items[0].Regarding.Name != "orders" {
+	if len(list.Items) != 1 || list.Items[0].Message != "revision abc" || list.Items[0].InvolvedObject.Name != "orders" {
 		t.Errorf("events %+v", list.Items)
 	}
 	if err := r.Post(context.Background(), proxy(), nil, "Fatal", "X", "Y", "z"); err == nil {

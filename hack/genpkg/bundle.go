@@ -28,8 +28,8 @@ func bundleAnnotations() map[string]string {
 	}
 }
 
-// bundle writes bundle/ (the CSV, the CRDs, the unbound roles and the trusted-keys Secret,
-// metadata and the scorecard configuration) through a temp dir, bundle.Dockerfile, and then the
+// bundle writes bundle/ (the CSV, the CRDs, the unbound roles, the metrics Services and the
+// PrometheusRule, metadata and the scorecard configuration) through a temp dir, bundle.Dockerfile, and then the
 // catalog files (olmcatalog.go).
 func bundle() error {
 	tmp, err := os.MkdirTemp("", "nexo-bundle-")
@@ -78,6 +78,26 @@ func bundle() error {
 	// Shipped unbound too: whoever scrapes the operator's authenticated metrics gets it bound.
 	if err := writeYAML(filepath.Join(manifests, "nexo-operator-metrics-reader_rbac.authorization.k8s.io_v1_clusterrole.yaml"), "",
 		role("nexo-operator-metrics-reader", "", []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, nil)); err != nil {
+		return err
+	}
+	// The metrics Services, so an OLM installation can be scraped (docs/monitoring.md),
+	// and the alerts: OLM creates them in the operator's namespace. The PrometheusRule needs
+	// prometheus-operator's CRD, which every OpenShift has (docs/monitoring.md).
+	services, err := metricsServices()
+	if err != nil {
+		return err
+	}
+	for _, svc := range services {
+		obj := map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": svc.ObjectMeta, "spec": svc.Spec} // no status
+		if err := writeYAML(filepath.Join(manifests, svc.Name+"_v1_service.yaml"), "", obj); err != nil {
+			return err
+		}
+	}
+	rule, err := prometheusRule("")
+	if err != nil {
+		return err
+	}
+	if err := writeYAML(filepath.Join(manifests, ruleName+"_monitoring.coreos.com_v1_prometheusrule.yaml"), "", rule); err != nil {
 		return err
 	}
 	// No trusted-keys Secret: OLM replaces a bundle Secret on every upgrade (its data with the

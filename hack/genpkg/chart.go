@@ -22,7 +22,8 @@ import (
 const chartLabels = "    {{- include \"nexo.labels\" . | nindent 4 }}\n"
 
 // chart writes the chart's generated templates (CRDs, operator RBAC, aggregated roles, admission
-// policies) and Chart.yaml, and the kustomize files derived from the same sources.
+// policies), its monitoring files and Chart.yaml, and the kustomize files derived from the same
+// sources.
 func chart() error {
 	if err := chartCRDs(); err != nil {
 		return err
@@ -48,6 +49,9 @@ func chart() error {
 		return err
 	}
 	if err := kustomizeAdmissionInstallation(); err != nil {
+		return err
+	}
+	if err := monitoring(); err != nil {
 		return err
 	}
 	if err := chartREADME(); err != nil {

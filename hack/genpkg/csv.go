@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -88,6 +89,10 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 	if err != nil {
 		return nil, err
 	}
+	logo, err := icon()
+	if err != nil {
+		return nil, err
+	}
 	description, err := execute("csv-description.md", map[string]string{"Summary": catalog.Summary()})
 	if err != nil {
 		return nil, err
@@ -101,9 +106,9 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 		if k.Support == catalog.SchemaOnly {
 			d.Description += " Schema only in " + catalog.BuildVersion + ": the operator does not reconcile this kind; a reference to it reports UnsupportedReference."
 		}
+		d.Resources = kindResources(k)
 		switch k.Kind {
 		case "NexoProxy":
-			d.Resources = ownedResources(render.Children)
 			d.SpecDescriptors = []operatorsv1alpha1.SpecDescriptor{
 				{Path: "pipelineRef.name", DisplayName: "Pipeline", Description: "The NexoPipeline this proxy runs.", XDescriptors: []string{"urn:alm:descriptor:io.kubernetes:nexo.io:v1alpha1:NexoPipeline"}},
 				{Path: "upstream.address", DisplayName: "Upstream address", Description: "MongoDB endpoint, host:port.", XDescriptors: []string{"urn:alm:descriptor:com.tectonic.ui:text"}},
@@ -190,7 +195,7 @@ func buildCSV(rules operatorRules) (*operatorsv1alpha1.ClusterServiceVersion, er
 				{Name: "Documentation", URL: "https://github.com/nexo-io/nexo-edge/tree/main/docs"},
 				{Name: "Source", URL: "https://github.com/nexo-io/nexo-edge"},
 			},
-			Icon: []operatorsv1alpha1.Icon{{Data: icon, MediaType: "image/svg+xml"}},
+			Icon: []operatorsv1alpha1.Icon{{Data: logo, MediaType: "image/svg+xml"}},
 			InstallModes: []operatorsv1alpha1.InstallMode{
 				{Type: operatorsv1alpha1.InstallModeTypeOwnNamespace, Supported: true},
 				{Type: operatorsv1alpha1.InstallModeTypeSingleNamespace, Supported: true},
@@ -263,13 +268,15 @@ func internalObjects() string {
 	return string(out)
 }
 
-// relatedImages are the images the bundle runs. The proxy runtime is not among them: it is not
-// built here, and the images a proxy runs are the ones its NexoDeploymentProfile approves
-// (docs/release.md).
+// relatedImages are the images the bundle runs and the proxy image released with it (the
+// Manager's NEXO_PROXY_IMAGE), so a mirror for a disconnected cluster copies it too. make release
+// pins each by digest; the proxy image is published by the proxy team first (docs/release.md).
+// A proxy runs the images its NexoDeploymentProfile approves, which may be others.
 func relatedImages() []operatorsv1alpha1.RelatedImage {
 	return []operatorsv1alpha1.RelatedImage{
 		{Name: "nexo-operator", Image: operatorImage},
 		{Name: "nexo-manager", Image: managerImage},
+		{Name: "nexo-proxy", Image: catalog.DefaultProxyImage},
 	}
 }
 
@@ -348,18 +355,44 @@ func displayName(kind string) string {
 	return b.String()
 }
 
-// icon is a small SVG (a hexagon with an N), base64.
-const icon = "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIHZpZXdCb3g9IjAgMCA2NCA2NCI+PHBvbHlnb24gcG9pbnRzPSIzMiwyIDU4LDE3IDU4LDQ3IDMyLDYyIDYsNDcgNiwxNyIgZmlsbD0iIzBmNzY2ZSIvPjxwYXRoIGQ9Ik0yMiA0NFYyMGgzbDE0IDE4VjIwaDN2MjRoLTNMMjUgMjZ2MTh6IiBmaWxsPSIjZmZmIi8+PC9zdmc+"
+// icon is the Nexo Edge logo (templates/icon.svg), base64, as the CSV carries it.
+func icon() (string, error) {
+	raw, err := templateFiles.ReadFile("templates/icon.svg")
+	return base64.StdEncoding.EncodeToString(raw), err
+}
 
 func corev1EnvFromAnnotation(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+}
+
+// kindResources are the objects each kind shapes, for the CSV's resources (the console's
+// Resources tab and scorecard's olm-crds-have-resources): a NexoProxy's children, which it owns;
+// the Deployment and pull-Secret copies a profile shapes; the config ConfigMaps a pipeline, router
+// or step is rendered into and the Deployments a change to it rolls; the NexoProxies a license
+// admits; for a schema-only kind, the NexoProxy that reports UnsupportedReference when it is
+// referenced (docs/operator.md, "What each kind shapes").
+func kindResources(k catalog.Kind) []operatorsv1alpha1.APIResourceReference {
+	proxy := operatorsv1alpha1.APIResourceReference{Name: catalog.Kinds[0].Plural, Kind: catalog.Kinds[0].Kind, Version: catalog.Version}
+	if k.Support == catalog.SchemaOnly {
+		return []operatorsv1alpha1.APIResourceReference{proxy}
+	}
+	switch k.Role {
+	case catalog.RoleProxy:
+		return ownedResources(render.Children)
+	case catalog.RoleProfile:
+		return ownedResources([]render.ChildKind{render.DeploymentChild, render.SecretChild})
+	case catalog.RoleLicense:
+		return []operatorsv1alpha1.APIResourceReference{proxy}
+	default: // pipeline, router, step, observability: rendered into the graph
+		return ownedResources([]render.ChildKind{render.ConfigMapChild, render.DeploymentChild})
+	}
 }
 
 // ownedResources are the objects the operator makes for a NexoProxy, as the CSV declares them.
 func ownedResources(kinds []render.ChildKind) []operatorsv1alpha1.APIResourceReference {
 	var out []operatorsv1alpha1.APIResourceReference
 	for _, c := range kinds {
-		out = append(out, operatorsv1alpha1.APIResourceReference{Kind: c.Kind(), Version: c.GVK.Version})
+		out = append(out, operatorsv1alpha1.APIResourceReference{Name: c.Resource, Kind: c.Kind(), Version: c.GVK.Version})
 	}
 	return out
 }

@@ -75,7 +75,11 @@ func olmCatalog() error {
 	if err != nil {
 		return err
 	}
-	docs := []any{fbcPackage{Schema: "olm.package", Name: packageName, DefaultChannel: catalog.DefaultChannel(catalog.BuildVersion), Icon: fbcIcon{Data: icon, MediaType: "image/svg+xml"}}}
+	logo, err := icon()
+	if err != nil {
+		return err
+	}
+	docs := []any{fbcPackage{Schema: "olm.package", Name: packageName, DefaultChannel: catalog.DefaultChannel(catalog.BuildVersion), Icon: fbcIcon{Data: logo, MediaType: "image/svg+xml"}}}
 	channels := map[string]*fbcChannel{}
 	var order []string
 	for _, r := range rels {

@@ -208,7 +208,7 @@ func checkMirror(t *testing.T, pub *publication) {
 	mirror := httptest.NewServer(quietRegistry())
 	defer mirror.Close()
 	host := strings.TrimPrefix(mirror.URL, "http://")
-	refs := []string{pub.Bundle.Reference, pub.Chart.Reference, pub.Archives.Reference, pub.Catalog.Reference}
+	refs := []string{pub.ProxyImage, pub.Bundle.Reference, pub.Chart.Reference, pub.Archives.Reference, pub.Catalog.Reference}
 	for _, im := range pub.Images {
 		refs = append(refs, im.Reference)
 	}

@@ -24,6 +24,9 @@ type publication struct {
 	// PushedTo is the loopback registry that stood in for Registry (release -push-to), if any.
 	PushedTo string           `json:"pushedTo,omitempty"`
 	Images   []publishedImage `json:"images"`
+	// ProxyImage is the proxy runtime's image by digest, which the bundle names (make release;
+	// the proxy team publishes it, not this repository).
+	ProxyImage string `json:"proxyImage,omitempty"`
 	// Bundle is the registry+v1 bundle image (make release; publish-images pushes none).
 	Bundle *publishedImage `json:"bundle,omitempty"`
 	// GoToolchain built every binary (go env GOVERSION).

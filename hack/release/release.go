@@ -38,6 +38,12 @@ func releaseVersion(repo, work, registry, version, pushedTo string, opts ...remo
 			return nil, fmt.Errorf("%s/%s exists: %s is released, and a release is never replaced; bump catalog.BuildVersion for the next one", releasesDir, version, version)
 		}
 	}
+	// The proxy image is not built here, but the bundle names it (relatedImages, the Manager's
+	// NEXO_PROXY_IMAGE), by digest like the others: it must be published first.
+	proxy, err := publishedProxyImage(registry, version, opts...)
+	if err != nil {
+		return nil, err
+	}
 	pub, err := publishImages(repo, work, registry, version, nil, opts...)
 	if err != nil {
 		return nil, err
@@ -45,7 +51,8 @@ func releaseVersion(repo, work, registry, version, pushedTo string, opts ...remo
 	if pub.GoToolchain, err = goToolchain(repo); err != nil {
 		return nil, err
 	}
-	d := digests{}
+	pub.ProxyImage = proxy
+	d := digests{proxyImageName: proxy}
 	for _, im := range pub.Images {
 		d[im.Name] = im.Reference
 	}
@@ -246,4 +253,22 @@ func pushTo(registry, addr string) ([]remote.Option, error) {
 		return nil, err
 	}
 	return []remote.Option{remote.WithTransport(redirect{host: repo.RegistryStr(), to: addr, base: http.DefaultTransport}), remote.WithContext(context.Background())}, nil
+}
+
+// proxyImageName is the proxy runtime's image, which the proxy team publishes as
+// <registry>/nexo-proxy:<version> before the operator's release (catalog.DefaultProxyImage).
+const proxyImageName = "nexo-proxy"
+
+// publishedProxyImage is registry/nexo-proxy:version by digest, or an error saying it must be
+// published first.
+func publishedProxyImage(registry, version string, opts ...remote.Option) (string, error) {
+	tag, err := name.NewTag(registry + "/" + proxyImageName + ":" + version)
+	if err != nil {
+		return "", err
+	}
+	desc, err := remote.Head(tag, opts...)
+	if err != nil {
+		return "", fmt.Errorf("the proxy image %s is not published (%v): the bundle names it by digest, so it is published before the operator's release (docs/release.md); nothing was pushed", tag, err)
+	}
+	return tag.Context().Digest(desc.Digest.String()).String(), nil
 }

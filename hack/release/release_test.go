@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	"helm.sh/helm/v3/pkg/action"
@@ -51,6 +52,7 @@ func TestReleaseToARegistry(t *testing.T) {
 	defer reg.Close()
 	registryPath := strings.TrimPrefix(reg.URL, "http://") + "/nexo"
 	repo := cleanCheckout(t)
+	proxy := publishProxyImage(t, registryPath)
 	pub, err := releaseVersion(repo, t.TempDir(), registryPath, buildinfo.Version, "")
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +66,10 @@ func TestReleaseToARegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := digests{}
+	if pub.ProxyImage != proxy || !strings.Contains(string(recorded), proxy) {
+		t.Errorf("release.json records the proxy image %q, want %s", pub.ProxyImage, proxy)
+	}
+	d := digests{proxyImageName: proxy}
 	for _, im := range append(pub.Images, *pub.Bundle) {
 		if !strings.Contains(string(recorded), im.Reference) {
 			t.Errorf("release.json does not list %s", im.Reference)
@@ -189,6 +194,7 @@ func TestReleaseRefusedWritesNothing(t *testing.T) {
 	}))
 	defer refusing.Close()
 	repo := cleanCheckout(t)
+	publishProxyImage(t, strings.TrimPrefix(refusing.URL, "http://")+"/nexo")
 	pub, err := releaseVersion(repo, t.TempDir(), strings.TrimPrefix(refusing.URL, "http://")+"/nexo", buildinfo.Version, "")
 	if err == nil || pub != nil || !strings.Contains(err.Error(), "nothing was recorded as released") || !strings.Contains(err.Error(), "DENIED") {
 		t.Fatalf("refused bundle: %v %+v", err, pub)
@@ -199,6 +205,50 @@ func TestReleaseRefusedWritesNothing(t *testing.T) {
 	out, err := exec.Command("git", "-C", repo, "status", "--porcelain").CombinedOutput()
 	if err != nil || len(out) != 0 {
 		t.Errorf("the tree changed after a refused release: %s %v", out, err)
+	}
+}
+
+// publishProxyImage pushes a stand-in for the proxy team's image, registry/nexo-proxy:<version>,
+// and returns it by digest.
+func publishProxyImage(t *testing.T, registry string) string {
+	t.Helper()
+	img, err := random.Image(512, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(registry + "/" + proxyImageName + ":" + buildinfo.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag.Context().Digest(digest.String()).String()
+}
+
+// Without the proxy image in the registry the release is refused before anything is pushed,
+// naming the image: the bundle could not name it by digest.
+func TestReleaseNeedsTheProxyImage(t *testing.T) {
+	reg := httptest.NewServer(quietRegistry())
+	defer reg.Close()
+	registryPath := strings.TrimPrefix(reg.URL, "http://") + "/nexo"
+	_, err := releaseVersion(t.TempDir(), t.TempDir(), registryPath, buildinfo.Version, "")
+	if err == nil || !strings.Contains(err.Error(), registryPath+"/nexo-proxy:"+buildinfo.Version+" is not published") || !strings.Contains(err.Error(), "nothing was pushed") {
+		t.Fatalf("release without the proxy image: %v", err)
+	}
+	resp, err := http.Get(reg.URL + "/v2/_catalog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body := new(strings.Builder)
+	_, _ = io.Copy(body, resp.Body)
+	if strings.Contains(body.String(), "nexo-operator") || strings.Contains(body.String(), "nexo-manager") {
+		t.Errorf("the registry holds %s after a refused release", body)
 	}
 }
 

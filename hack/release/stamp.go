@@ -38,7 +38,8 @@ func (d digests) pin(ref string) string {
 }
 
 // stampCSV pins every image of a CSV by digest: the containerImage annotation, every container
-// of both Deployments, every RELATED_IMAGE_* environment variable and relatedImages, and sets
+// of both Deployments, every RELATED_IMAGE_* environment variable, the Manager's proxy image
+// (NEXO_PROXY_IMAGE) and relatedImages, and sets
 // createdAt to the release's time. It fails when an image is left by tag, since a mirror copies
 // digests only.
 func stampCSV(raw []byte, d digests, created string) ([]byte, error) {
@@ -62,7 +63,7 @@ func stampCSV(raw []byte, d digests, created string) ([]byte, error) {
 				cs[j].Image = d.pin(cs[j].Image)
 				check(deps[i].Name+"/"+cs[j].Name, cs[j].Image)
 				for k, e := range cs[j].Env {
-					if strings.HasPrefix(e.Name, "RELATED_IMAGE_") {
+					if strings.HasPrefix(e.Name, "RELATED_IMAGE_") || e.Name == "NEXO_PROXY_IMAGE" {
 						cs[j].Env[k].Value = d.pin(e.Value)
 						check(e.Name, cs[j].Env[k].Value)
 					}

@@ -9,6 +9,7 @@ import (
 var testDigests = digests{
 	"nexo-operator": "r.example/nexo/nexo-operator@sha256:" + strings.Repeat("a", 64),
 	"nexo-manager":  "r.example/nexo/nexo-manager@sha256:" + strings.Repeat("b", 64),
+	"nexo-proxy":    "r.example/nexo/nexo-proxy@sha256:" + strings.Repeat("c", 64),
 }
 
 // Stamping values.yaml changes the image repositories and digests and nothing else: every
@@ -54,8 +55,16 @@ func TestStampCSVRefusesAnUnreleasedImage(t *testing.T) {
 	if !strings.Contains(string(out), "createdAt: \"2026-12-05T10:00:00Z\"") {
 		t.Error("the stamped CSV's createdAt is not the release's time")
 	}
-	only := digests{"nexo-operator": testDigests["nexo-operator"]}
+	// The proxy image, in relatedImages and the Manager's NEXO_PROXY_IMAGE, by digest.
+	if n := strings.Count(string(out), testDigests["nexo-proxy"]); n != 2 || strings.Contains(string(out), "nexo-proxy:") {
+		t.Errorf("the stamped CSV names the proxy image by digest %d times, want 2 (relatedImages and NEXO_PROXY_IMAGE), and never by tag", n)
+	}
+	only := digests{"nexo-operator": testDigests["nexo-operator"], "nexo-proxy": testDigests["nexo-proxy"]}
 	if _, err := stampCSV(raw, only, "2026-12-05T10:00:00Z"); err == nil || !strings.Contains(err.Error(), "nexo-manager") {
 		t.Errorf("stamp without the Manager's digest: %v", err)
+	}
+	noProxy := digests{"nexo-operator": testDigests["nexo-operator"], "nexo-manager": testDigests["nexo-manager"]}
+	if _, err := stampCSV(raw, noProxy, "2026-12-05T10:00:00Z"); err == nil || !strings.Contains(err.Error(), "nexo-proxy") {
+		t.Errorf("stamp without the proxy image's digest: %v", err)
 	}
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/test/framework/monitoring"
 	"github.com/nexo-io/nexo-edge/test/framework/reliabilityreport"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
@@ -132,6 +133,8 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		admin    controlplane.AdminClient
 		oldKey   map[string]bool
 		oldToken []byte
+		// A token of Prometheus's ServiceAccount, bound to the metrics-reader role.
+		scraperToken string
 	)
 	cp := func(args ...string) string {
 		cur.Helper()
@@ -280,7 +283,7 @@ func TestHostedPathEndToEnd(t *testing.T) {
 				parent.Logf("operator log:\n%s\nManager log:\n%s\nControl Plane log:\n%s", tail(op.Logs(), 40), tail(mgr.Logs(), 40), tail(cpLog.String(), 20))
 			}
 		})
-		authenticatedMetrics(t, map[string]string{op.MetricsAddr: "controller_runtime_reconcile_total", mgr.MetricsAddr: "nexo_manager_last_heartbeat_timestamp_seconds"})
+		scraperToken = authenticatedMetrics(t, map[string]string{op.MetricsAddr: "controller_runtime_reconcile_total", mgr.MetricsAddr: "nexo_manager_last_heartbeat_timestamp_seconds"})
 		admin = controlplane.AdminClient{URL: cpURL, Token: "e2e-admin-token-0123456789"}
 	})
 
@@ -467,6 +470,31 @@ spec:
 			t.Errorf("the Control Plane showed Degraded/UnsupportedReference after %d heartbeats, want within two", n-1)
 		}
 		reliabilityreport.Figure(t, "schema-only reference, cluster → Control Plane", fmt.Sprintf("Degraded/UnsupportedReference shown within %d heartbeat(s) of the operator blocking the proxy", len(heartbeats)-1))
+	})
+
+	// The alerts and the dashboard (config/monitoring) read series the real binaries export, by
+	// the names and labels they use, now that proxies ran, one was blocked, commands were applied
+	// and acknowledged. up is Prometheus's own, one per target.
+	step("the alerts and the dashboard read real series", func(t *testing.T) {
+		names, err := monitoring.Series()
+		if err != nil {
+			t.Fatal(err)
+		}
+		operator, manager := scrapeMetrics(t, op.MetricsAddr, scraperToken), scrapeMetrics(t, mgr.MetricsAddr, scraperToken)
+		for _, name := range names {
+			body, who := operator, "the operator"
+			if strings.HasPrefix(name, "nexo_manager_") {
+				body, who = manager, "the Manager"
+			}
+			if name != "up" && !regexp.MustCompile(`(?m)^`+name+`[{ ]`).MatchString(body) {
+				t.Errorf("config/monitoring reads %s, which %s does not export", name, who)
+			}
+		}
+		for _, series := range []string{`nexo_proxies{phase="Ready"}`, `nexo_graph_resolution_failures_total{reason="UnsupportedReference"}`, `nexo_manager_condition{condition="Configured",status="true"} 1`} {
+			if !strings.Contains(operator+manager, series) {
+				t.Errorf("no series %s", series)
+			}
+		}
 	})
 
 	// Leader election: a second operator replica waits; kill -9 the leader and the other takes
@@ -771,8 +799,8 @@ func teamRoles(t *testing.T) {
 // authenticatedMetrics: the operator's and the Manager's /metrics (as the chart configures them)
 // answer only callers the API server authenticates and authorizes: 401 without a token, 403 for a
 // ServiceAccount without the metrics-reader role, and the metrics (each address with a series of
-// its own) for Prometheus's ServiceAccount bound to it.
-func authenticatedMetrics(t *testing.T, series map[string]string) {
+// its own) for Prometheus's ServiceAccount bound to it, whose token it returns.
+func authenticatedMetrics(t *testing.T, series map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}); err != nil {
@@ -827,4 +855,24 @@ func authenticatedMetrics(t *testing.T, series map[string]string) {
 			return code == http.StatusOK && strings.Contains(body, want), fmt.Sprint(code)
 		})
 	}
+	return prometheus
+}
+
+// scrapeMetrics is addr's /metrics, read with token.
+func scrapeMetrics(t *testing.T, addr, token string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed
+	req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	b := new(bytes.Buffer)
+	_, _ = b.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %d", addr, resp.StatusCode)
+	}
+	return b.String()
 }

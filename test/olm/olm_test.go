@@ -29,8 +29,10 @@ import (
 	operatorsv1alpha1 "github.com/operator-framework/api/pkg/operators/v1alpha1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +47,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane"
+	"github.com/nexo-io/nexo-edge/test/framework/monitoring"
 	"github.com/nexo-io/nexo-edge/test/framework/rbacdoc"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 	"github.com/nexo-io/nexo-edge/test/framework/testinstall"
@@ -183,7 +186,13 @@ func newOLMCluster(t *testing.T) *olmCluster {
 	s := scheme.New()
 	_ = operatorsv1alpha1.AddToScheme(s)
 	_ = operatorsv1.AddToScheme(s)
+	_ = apiextensionsv1.AddToScheme(s)
 	if c.k8s, err = client.New(c.cluster.Config, client.Options{Scheme: s}); err != nil {
+		t.Fatal(err)
+	}
+	// The bundle ships a PrometheusRule: the cluster has prometheus-operator's CRDs, as every
+	// OpenShift does (docs/monitoring.md).
+	if err := monitoring.Install(ctx, c.k8s); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"olm", installNS, "shop", "payments", "elsewhere"} {
@@ -381,6 +390,23 @@ func installAndCheck(t *testing.T, m mode) {
 			t.Logf("%s", olmLogs())
 		}
 	})
+	// OLM created the bundle's metrics Services and alerts beside the Deployments.
+	for _, o := range []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "nexo-operator-metrics"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: installNS, Name: "nexo-manager-metrics"}},
+		func() client.Object {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("monitoring.coreos.com/v1")
+			u.SetKind("PrometheusRule")
+			u.SetNamespace(installNS)
+			u.SetName("nexo-edge")
+			return u
+		}(),
+	} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Errorf("OLM did not create the bundle's %T %s: %v", o, o.GetName(), err)
+		}
+	}
 	c.license(m.deploy)
 	mgr := c.start(wire.ManagerName, bins["manager"]) // waits for /readyz: Ready though not configured
 	managerStatus := func() map[string]string { return testinstall.ManagerStatus(ctx, k8s, installNS) }

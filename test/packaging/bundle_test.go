@@ -6,7 +6,9 @@ package packaging_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,13 +57,6 @@ func TestBundleValidates(t *testing.T) {
 		}
 		for _, w := range r.Warnings {
 			nWarn++
-			// The deprecated-API check matches RBAC rules by group and resource only: a rule for
-			// events.k8s.io "events" (the v1 Events API the operator posts to, controllers/eventpost)
-			// reads to it as the events.k8s.io/v1beta1 removed in 1.25. Rules carry no version.
-			if strings.Contains(w.Error(), "Migrate the API(s) for events:") && eventsRuleOnly(bundle.CSV) {
-				t.Logf("known false positive (%s): %s", r.Name, w.Error())
-				continue
-			}
 			t.Errorf("warning (%s): %s", r.Name, w.Error())
 		}
 	}
@@ -132,6 +127,11 @@ func loadBundle(t *testing.T, dir string) *manifests.Bundle {
 			default:
 				t.Errorf("unexpected ClusterRole %s in bundle manifests", u.GetName())
 			}
+		case "Service", "PrometheusRule":
+			// The metrics Services and the alerts (docs/monitoring.md; TestMonitoringShipsOnEveryPath).
+			if !slices.Contains([]string{"nexo-operator-metrics", "nexo-manager-metrics", "nexo-edge"}, u.GetName()) {
+				t.Errorf("unexpected %s %s in bundle manifests", u.GetKind(), u.GetName())
+			}
 		default:
 			// No Secret either: OLM would replace a bundle Secret's data on every upgrade and
 			// delete it with the CSV that installed it, taking the Manager's keys with it.
@@ -189,11 +189,11 @@ func TestCSVTakesItsConfigurationFromTheSubscription(t *testing.T) {
 			}
 		}
 	}
-	// The proxy image the Manager reports is a plain env value config.env can replace. It is not
-	// a related image: it is not built here, and a proxy runs the images its profile approves
-	// (docs/release.md). The related images are exactly the two the bundle runs.
-	if proxyImage != catalog.DefaultProxyImage || related[proxyImage] || len(related) != 2 {
-		t.Errorf("the Manager's NEXO_PROXY_IMAGE is %q (want %s, not in relatedImages %v)", proxyImage, catalog.DefaultProxyImage, related)
+	// The proxy image the Manager reports is a plain env value config.env can replace, and a
+	// related image, so a mirror copies it (make release pins it by digest, docs/release.md). The
+	// related images are the two the bundle runs and it.
+	if proxyImage != catalog.DefaultProxyImage || !related[proxyImage] || len(related) != 3 {
+		t.Errorf("the Manager's NEXO_PROXY_IMAGE is %q (want %s, in relatedImages %v)", proxyImage, catalog.DefaultProxyImage, related)
 	}
 }
 
@@ -202,10 +202,38 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 	root := testcluster.RepoRoot()
 	bundle := loadBundle(t, filepath.Join(root, "bundle"))
 	csv := bundle.CSV
+	support := map[string]catalog.Support{}
+	for _, k := range catalog.Kinds {
+		support[k.Kind] = k.Support
+	}
 	for _, d := range csv.Spec.CustomResourceDefinitions.Owned {
 		if len(d.SpecDescriptors) == 0 {
 			t.Errorf("%s has no spec descriptors (the OperatorHub form would be empty)", d.Kind)
 		}
+		// scorecard's olm-crds-have-resources, and the console's Resources tab.
+		if len(d.Resources) == 0 {
+			t.Errorf("%s lists no resources", d.Kind)
+		}
+		for _, r := range d.Resources {
+			if r.Name == "" || r.Kind == "" || r.Version == "" {
+				t.Errorf("%s: resource %+v lacks its name, kind or version", d.Kind, r)
+			}
+		}
+		// Every reconciled kind shows its conditions in the console.
+		conditions := slices.ContainsFunc(d.StatusDescriptors, func(s operatorsv1alpha1.StatusDescriptor) bool {
+			return s.Path == "conditions" && slices.Contains(s.XDescriptors, "urn:alm:descriptor:io.kubernetes.conditions")
+		})
+		if conditions != (support[d.Kind] == catalog.Reconciled) {
+			t.Errorf("%s (%s): a conditions status descriptor: %v", d.Kind, support[d.Kind], conditions)
+		}
+	}
+	// A real icon: an SVG logo of its own, not a placeholder.
+	if len(csv.Spec.Icon) != 1 || csv.Spec.Icon[0].MediaType != "image/svg+xml" {
+		t.Fatalf("CSV icon %d entries", len(csv.Spec.Icon))
+	}
+	svg, err := base64.StdEncoding.DecodeString(csv.Spec.Icon[0].Data)
+	if err != nil || !strings.HasPrefix(string(svg), "<svg") || len(svg) < 1024 || xml.Unmarshal(svg, new(struct{})) != nil {
+		t.Errorf("CSV icon: %d bytes of SVG (%v), want a well-formed logo", len(svg), err)
 	}
 	// OpenShift 4.N runs Kubernetes 1.(N+13): the oldest OpenShift named must meet minKubeVersion.
 	raw, err := os.ReadFile(filepath.Join(root, "bundle", "metadata", "annotations.yaml"))
@@ -300,16 +328,4 @@ func TestBundleMeetsOperatorHubRequirements(t *testing.T) {
 	if entries != len(releases) {
 		t.Errorf("the catalog has %d bundles, releases/ %d", entries, len(releases))
 	}
-}
-
-// eventsRuleOnly: the only events rule the CSV grants is events.k8s.io create (the v1 API).
-func eventsRuleOnly(csv *operatorsv1alpha1.ClusterServiceVersion) bool {
-	for _, p := range csv.Spec.InstallStrategy.StrategySpec.ClusterPermissions {
-		for _, r := range p.Rules {
-			if slices.Contains(r.Resources, "events") && (!slices.Equal(r.APIGroups, []string{"events.k8s.io"}) || !slices.Equal(r.Verbs, []string{"create"})) {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -10,9 +10,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end }}
 {{- end -}}
 
+{{/* The chart's name (nameOverride, else nexo-edge): the app.kubernetes.io/name of the objects
+     that belong to the whole release. */}}
+{{- define "nexo.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The name (or prefix) of the objects that belong to the whole release: fullnameOverride, else
+     nexo.name. The components' objects keep the product's names, which the operator, the Manager,
+     nexoctl, the Control Plane and the admission policies find them by (the chart README). */}}
+{{- define "nexo.fullname" -}}
+{{- default (include "nexo.name" .) .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* Labels of an object that belongs to the whole release. */}}
 {{- define "nexo.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "nexo.name" . }}
 {{ include "nexo.baseLabels" . }}
 {{- end -}}
 
