@@ -127,6 +127,13 @@ func TestInstall(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "installed") {
 		t.Fatalf("install: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// --wait showed each component until it was available (off a terminal: a line per change).
+	for _, want := range []string{"Waiting for nexo-operator and nexo-manager in nexo-system (up to 3m0s): ✓ nexo-operator  1/1 available",
+		"Waiting for nexo-operator and nexo-manager in nexo-system (up to 3m0s): ✓ nexo-manager  1/1 available"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("install --wait did not show %q:\n%s", want, errOut)
+		}
+	}
 	sec := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: "nexo-system", Name: wire.ConnectTokenSecret}, sec); err != nil || string(sec.Data["token"]) != token {
 		t.Fatalf("token Secret: %v", err)

@@ -248,6 +248,27 @@ func TestStatus(t *testing.T) {
 	if screen := onTerminal("status", "-n", "shop", "-o", "json"); strings.Contains(screen, "\x1b[") {
 		t.Errorf("status -o json on a terminal has escapes:\n%q", screen)
 	}
+	// --wait on a terminal shows each proxy while it waits: the Ready one behind ✓, the one on its
+	// way behind a spinner; then the table.
+	if screen := onTerminal("status", "-n", "shop", "--wait", "--timeout", "2s"); !strings.Contains(screen, "Waiting for 2 NexoProxies in namespace shop to be Ready") ||
+		!strings.Contains(screen, "✓ shop/orders-proxy  Ready 2/2") || !strings.Contains(screen, " shop/billing-proxy  Progressing 1/2") || !strings.Contains(screen, "NAMESPACE") {
+		t.Errorf("status --wait on a terminal: no progress line per proxy, or no table after:\n%q", screen)
+	}
+	// ...and stops at once, behind ✗, when one is Failed.
+	failed.Status.Phase = nexov1alpha1.ProxyFailed
+	setReady(t, k8s, failed, metav1.ConditionFalse, "InvalidReference")
+	started := time.Now()
+	if screen := onTerminal("status", "-n", "shop", "--wait", "--timeout", "5m"); !strings.Contains(screen, "✗ shop/billing-proxy  Failed 1/2  (InvalidReference: InvalidReference)") ||
+		!strings.Contains(screen, "waiting cannot make shop/billing-proxy") || time.Since(started) > time.Minute {
+		t.Errorf("status --wait on a terminal over a Failed proxy, after %s:\n%q", time.Since(started), screen)
+	}
+	// Off a terminal, each change of a proxy is one line on the error stream.
+	if _, errOut, code := run(t, "", append(kc, "status", "-n", "shop", "--wait", "--timeout", "5m")...); code != 1 ||
+		!strings.Contains(errOut, "Waiting for 2 NexoProxies in namespace shop to be Ready (up to 5m0s): ✗ shop/billing-proxy  Failed 1/2") {
+		t.Errorf("status --wait off a terminal: exit %d, no progress line:\n%s", code, errOut)
+	}
+	failed.Status.Phase = nexov1alpha1.ProxyProgressing
+	setReady(t, k8s, failed, metav1.ConditionFalse, "Progressing")
 	t.Setenv("NO_COLOR", "1")
 	if screen := onTerminal("status", "-n", "shop"); strings.Contains(screen, "\x1b[") || !strings.Contains(screen, "Progressing") {
 		t.Errorf("status with NO_COLOR has escapes:\n%q", screen)

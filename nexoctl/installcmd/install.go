@@ -182,7 +182,7 @@ Re-running is safe.`,
 	f.StringVar(&controlPlaneURL, "control-plane-url", "", "the Control Plane URL from its install command (sets manager.controlPlaneURL; there is no default)")
 	f.StringArrayVar(&registryArgs, "registry-secret", nil, "NAME=FILE: create or update a registry credential Secret (type kubernetes.io/dockerconfigjson, FILE is a .dockerconfigjson) that NexoDeploymentProfiles may name in imagePullSecrets; repeatable. Only Secrets marked this way are ever copied into proxy namespaces")
 	f.BoolVar(&dryRun, "dry-run", false, "print the manifests that would be applied (never the token); change nothing")
-	f.BoolVar(&wait, "wait", false, "wait until the Deployments are available")
+	f.BoolVar(&wait, "wait", false, "wait until the operator's and the Manager's Deployments are available, showing each")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	f.StringVar(&lc.release, "release", ReleaseName, "Helm release name")
 	f.BoolVar(&lc.force, "force", false, "install this chart even over a release of a newer chart version (a downgrade)")
@@ -318,7 +318,8 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 	} else {
 		if _, err := action.NewHistory(hcfg).Run(release); errors.Is(err, driver.ErrReleaseNotFound) {
 			inst := action.NewInstall(hcfg)
-			inst.ReleaseName, inst.Namespace, inst.Wait, inst.Timeout = release, ns, req.wait, req.timeout
+			// Helm's own wait prints nothing: waitAvailable below shows each component.
+			inst.ReleaseName, inst.Namespace, inst.Timeout = release, ns, req.timeout
 			if _, err := inst.RunWithContext(ctx, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm install: %v", err)
 			}
@@ -330,13 +331,16 @@ func install(ctx context.Context, o *cliopts.Options, cfg *rest.Config, req requ
 			// Re-running keeps what the last install set (the Control Plane URL, watched
 			// namespaces...) on top of this chart's defaults, so `nexoctl install --token-file NEW`
 			// alone rotates the token: helm upgrade --reset-then-reuse-values.
-			up.Namespace, up.Wait, up.Timeout, up.ResetThenReuseValues = ns, req.wait, req.timeout, true
+			up.Namespace, up.Timeout, up.ResetThenReuseValues = ns, req.timeout, true
 			if _, err := up.RunWithContext(ctx, release, chart, vals); err != nil {
 				return cliopts.Fail(cliopts.ExitFailed, "helm upgrade: %v", err)
 			}
 			s.Action = "upgraded"
 		}
 		s.Release = release
+	}
+	if req.wait {
+		return waitAvailable(ctx, o, penv.Client, ns, components(vals), req.timeout)
 	}
 	return nil
 }

@@ -4,13 +4,13 @@ package preflightcmd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/nexo-io/nexo-edge/config/crd"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/nexoctl/progress"
 	"github.com/nexo-io/nexo-edge/preflight"
 	"github.com/nexo-io/nexo-edge/preflight/upgrade"
 )
@@ -66,7 +66,9 @@ Exit codes: 0 all checks passed (warnings allowed), 1 a check failed, 2 could no
 				}
 				cats = preflight.ClusterCategories(pre)
 			}
-			report := preflight.RunWith(cmd.Context(), env, cats, spinner(o))
+			progressOpts, stopProgress := spinner(o)
+			report := preflight.RunWith(cmd.Context(), env, cats, progressOpts)
+			stopProgress()
 			if res, _ := report.ByID("api-reachable"); res.Status == preflight.Error {
 				// The same exit code as every verb that cannot reach the cluster.
 				return cliopts.Fail(cliopts.ExitCannot, "cannot reach the Kubernetes API: %s (%s)", res.Message, res.Hint)
@@ -121,30 +123,23 @@ func runUpgrade(ctx context.Context, o *cliopts.Options) error {
 
 var errUpgradeBreaks = errors.New("the upgrade would break something; see above")
 
-// spinner shows, on a terminal, which check is being retried; nothing otherwise.
-func spinner(o *cliopts.Options) preflight.RunOptions {
+// spinner shows, on a terminal, which check is being retried; nothing otherwise. Stop it when
+// the checks are done.
+func spinner(o *cliopts.Options) (preflight.RunOptions, func()) {
 	return spinnerTo(o.Err, o.Output == cliopts.OutputText && o.ErrIsTerminal())
 }
 
-// spinnerTo writes the spinner to w when on is true.
-func spinnerTo(w io.Writer, on bool) preflight.RunOptions {
+// spinnerTo shows the check being retried on w (a terminal) when on is true: one progress line
+// behind a spinner, gone when the check ends.
+func spinnerTo(w io.Writer, on bool) (preflight.RunOptions, func()) {
 	if !on {
-		return preflight.RunOptions{}
+		return preflight.RunOptions{}, func() {}
 	}
-	frames := []rune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
-	n := 0
+	d := progress.Start(w, progress.Options{Terminal: true})
 	return preflight.RunOptions{
-		OnRetry: func(c preflight.Check) {
-			fmt.Fprintf(w, "\r%c %s (retrying)\x1b[K", frames[n%len(frames)], c.Description)
-			n++
-		},
-		OnDone: func(preflight.Check) {
-			if n > 0 {
-				fmt.Fprint(w, "\r\x1b[K")
-				n = 0
-			}
-		},
-	}
+		OnRetry: func(c preflight.Check) { d.Set([]progress.Item{{Name: c.Description, State: "(retrying)"}}) },
+		OnDone:  func(preflight.Check) { d.Set(nil) },
+	}, d.Stop
 }
 
 type checksFailed struct{}

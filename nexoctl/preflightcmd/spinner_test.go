@@ -3,9 +3,12 @@ package preflightcmd
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/nexo-io/nexo-edge/preflight"
 )
@@ -22,17 +25,34 @@ func TestSpinnerWhileACheckRetries(t *testing.T) {
 			}
 			return preflight.Outcome{Status: preflight.OK}
 		}}}}}
-	var tty bytes.Buffer
-	if r := preflight.RunWith(context.Background(), &preflight.Env{}, cats, spinnerTo(&tty, true)); r.Status != preflight.OK {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	var screen bytes.Buffer
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
+	opts, stop := spinnerTo(tty, true)
+	if r := preflight.RunWith(context.Background(), &preflight.Env{}, cats, opts); r.Status != preflight.OK {
 		t.Fatalf("report %+v", r)
 	}
-	out := tty.String()
-	if strings.Count(out, "flaky thing is up (retrying)") != 2 || !strings.HasSuffix(out, "\r\x1b[K") {
-		t.Errorf("terminal output %q", out)
+	stop()
+	tty.Close()
+	<-copied
+	out := screen.String()
+	if !strings.Contains(out, "flaky thing is up  (retrying)") {
+		t.Errorf("terminal output %q: no line for the retried check", out)
+	}
+	// The line is gone once the check passed: the last frame drawn holds no check.
+	if last := out[strings.LastIndex(out, "\r"):]; strings.Contains(last, "flaky") {
+		t.Errorf("the retried check's line stays after it passed: %q", out)
 	}
 	var log bytes.Buffer
 	tries = 0
-	preflight.RunWith(context.Background(), &preflight.Env{}, cats, spinnerTo(&log, false))
+	opts, stop = spinnerTo(&log, false)
+	preflight.RunWith(context.Background(), &preflight.Env{}, cats, opts)
+	stop()
 	if log.Len() != 0 {
 		t.Errorf("off a terminal the spinner wrote %q", log.String())
 	}

@@ -1,9 +1,13 @@
 package statuscmd
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -86,3 +90,69 @@ func printObjects(ctx context.Context, c client.Client, o *cliopts.Options, name
 
 // proxyListKind is the list's kind, which printers need set.
 var proxyListKind = nexov1alpha1.GroupVersion.WithKind("NexoProxyList")
+
+// proxyColumns are the table's columns; the priority-1 ones are shown with -o wide only, as
+// kubectl get shows them.
+var proxyColumns = []metav1.TableColumnDefinition{
+	{Name: "Namespace", Type: "string"}, {Name: "Name", Type: "string"}, {Name: "Phase", Type: "string"},
+	{Name: "Ready", Type: "string"}, {Name: "Revision", Type: "string"},
+	{Name: "Available", Type: "string", Priority: 1, Description: "the graph revision the ready pods serve"},
+	{Name: "Previous", Type: "string", Priority: 1, Description: "the revision before it, which a rollback returns to"},
+	{Name: "Age", Type: "string"}, {Name: "Message", Type: "string"},
+}
+
+// proxyTable is the proxies as a metav1.Table, what cli-runtime's table printer prints.
+func proxyTable(proxies []Proxy) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: proxyColumns}
+	for _, p := range proxies {
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{p.Namespace, p.Name, p.Phase, fmt.Sprintf("%d/%d", p.ReadyReplicas, p.Replicas),
+			dash(p.GraphRevision), dash(p.AvailableRevision), dash(p.PreviousRevision), age(p.Created), truncate(p.Message, 100)}})
+	}
+	return t
+}
+
+// printProxyTable prints the proxies with cli-runtime's table printer (kubectl get's alignment,
+// -o wide's columns). With colour the phases are painted after the printer aligned the plain
+// text, so escapes never shift a column; noHeaders is --watch's line per change.
+func printProxyTable(w io.Writer, proxies []Proxy, wide, noHeaders, colour bool) error {
+	var buf bytes.Buffer
+	if err := printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(proxyTable(proxies), &buf); err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if colour && len(lines) == len(proxies)+1 {
+		at := strings.Index(lines[0], "PHASE")
+		for i, p := range proxies {
+			if l := lines[i+1]; at >= 0 && strings.HasPrefix(l[min(at, len(l)):], p.Phase) {
+				lines[i+1] = l[:at] + paint(p.Phase, phaseColour[p.Phase], true) + l[at+len(p.Phase):]
+			}
+		}
+	}
+	if noHeaders && len(lines) > 0 {
+		lines = lines[1:]
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	return err
+}
+
+// printConditions prints a proxy's conditions as a table indented under its heading.
+func printConditions(w io.Writer, conditions []metav1.Condition) error {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Type", Type: "string"}, {Name: "Status", Type: "string"}, {Name: "Reason", Type: "string"}, {Name: "Message", Type: "string"}}}
+	for _, c := range conditions {
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{c.Type, string(c.Status), c.Reason, c.Message}})
+	}
+	var buf bytes.Buffer
+	if err := printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(t, &buf); err != nil {
+		return err
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+		if _, err := io.WriteString(w, "  "+l+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +27,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controllers/render"
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/nexoctl/progress"
 	"github.com/nexo-io/nexo-edge/preflight"
 )
 
@@ -152,13 +152,35 @@ once when one is Failed or its rollout stalled, which waiting cannot change).`,
 				defer stop() // the watch ends with the command
 				changes = proxyChanges(watchCtx, cfg, o, name, sel)
 			}
+			// --wait shows each proxy while it waits (on the error stream: the answer stays the
+			// table or document on the output).
+			var waiting *progress.Display
+			defer func() {
+				if waiting != nil {
+					waiting.Stop()
+				}
+			}()
 			for {
 				st, err := collect(ctx, env.Client, o, name, sel)
 				if err != nil {
 					return err
 				}
 				final := finalProxies(st)
+				if waitReady && !watch && len(st.Proxies) > 0 {
+					if waiting == nil {
+						waiting = progress.Start(o.Err, progress.Options{
+							Terminal: o.Output == cliopts.OutputText && o.ErrIsTerminal(),
+							Quiet:    o.Output != cliopts.OutputText && o.Output != OutputWide,
+							Title:    fmt.Sprintf("Waiting for %d NexoProxies in %s to be Ready (up to %s)", len(st.Proxies), st.Scope, timeout),
+						})
+					}
+					waiting.Set(proxyItems(st))
+				}
 				if (!waitReady || st.AllReady || time.Now().After(deadline) || len(final) > 0) && !watch {
+					if waiting != nil {
+						waiting.Stop()
+						waiting = nil
+					}
 					if err := print(o, st, name); err != nil {
 						return err
 					}
@@ -199,6 +221,21 @@ once when one is Failed or its rollout stalled, which waiting cannot change).`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "label selector for NexoProxies")
 	return cmd
+}
+
+// proxyItems are the listed proxies as --wait shows them: done when Ready, failed when waiting
+// cannot make them Ready (Final), with their reason while they are not Ready.
+func proxyItems(st Status) []progress.Item {
+	var out []progress.Item
+	for _, p := range st.Proxies {
+		it := progress.Item{Name: p.Namespace + "/" + p.Name, State: fmt.Sprintf("%s %d/%d", dash(p.Phase), p.ReadyReplicas, p.Replicas),
+			Done: p.Phase == string(nexov1alpha1.ProxyReady), Failed: p.Final}
+		if !it.Done {
+			it.Detail = truncate(p.Message, 100)
+		}
+		out = append(out, it)
+	}
+	return out
 }
 
 // finalProxies names the listed proxies that waiting cannot make Ready, with their reason.
@@ -443,9 +480,9 @@ func printChanges(o *cliopts.Options, st Status, name string, seen *map[string]P
 			}
 			continue
 		}
-		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, row(p))
-		_ = tw.Flush()
+		if err := printProxyTable(o.Out, []Proxy{p}, false, true, o.Color()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -455,52 +492,23 @@ func state(p Proxy) string {
 	return fmt.Sprintf("%s|%d/%d|%s|%s", p.Phase, p.ReadyReplicas, p.Replicas, p.GraphRevision, p.Message)
 }
 
-// row is a proxy's line in the table (tab-separated).
-// wideRow is row with the available and previous revisions.
-func wideRow(p Proxy) string {
-	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision),
-		dash(p.AvailableRevision), dash(p.PreviousRevision), age(p.Created), truncate(p.Message, 100))
-}
-
-func row(p Proxy) string {
-	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s\t%s\t%s", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision), age(p.Created), truncate(p.Message, 100))
-}
-
 func print(o *cliopts.Options, st Status, name string) error {
 	if o.Output != cliopts.OutputText && o.Output != OutputWide {
 		return o.PrintData(st)
 	}
 	printHeader(o.Out, st)
 	if name == "" {
-		tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-		colour := o.Color()
-		phaseHeader := paint("PHASE", "", colour)
-		if o.Output == OutputWide {
-			fmt.Fprintln(tw, "NAMESPACE\tNAME\t"+phaseHeader+"\tREADY\tREVISION\tAVAILABLE\tPREVIOUS\tAGE\tMESSAGE")
-		} else {
-			fmt.Fprintln(tw, "NAMESPACE\tNAME\t"+phaseHeader+"\tREADY\tREVISION\tAGE\tMESSAGE")
-		}
-		for _, p := range st.Proxies {
-			p.Phase = paint(p.Phase, phaseColour[p.Phase], colour)
-			if o.Output == OutputWide {
-				fmt.Fprintln(tw, wideRow(p))
-				continue
-			}
-			fmt.Fprintln(tw, row(p))
-		}
 		if len(st.Proxies) == 0 {
-			fmt.Fprintf(tw, "(no NexoProxies in %s)\n", st.Scope)
+			fmt.Fprintf(o.Out, "(no NexoProxies in %s)\n", st.Scope)
+			return nil
 		}
-		return tw.Flush()
+		return printProxyTable(o.Out, st.Proxies, o.Output == OutputWide, false, o.Color())
 	}
 	p := st.Proxies[0]
 	fmt.Fprintf(o.Out, "NexoProxy %s/%s: %s, %d/%d replicas ready, graph revision %s\n\nConditions:\n", p.Namespace, p.Name, p.Phase, p.ReadyReplicas, p.Replicas, dash(p.GraphRevision))
-	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tMESSAGE")
-	for _, c := range p.Conditions {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
+	if err := printConditions(o.Out, p.Conditions); err != nil {
+		return err
 	}
-	_ = tw.Flush()
 	fmt.Fprintln(o.Out, "\nGraph:")
 	for i, n := range p.Graph {
 		prefix := ""
@@ -626,8 +634,7 @@ var phaseColour = map[string]string{
 	string(nexov1alpha1.ProxyDegraded): "31", string(nexov1alpha1.ProxyFailed): "31",
 }
 
-// paint colours text with the SGR colour sgr ("": the terminal's default) when on. Every painted
-// cell of a column carries escapes of the same length, so tabwriter still aligns the column.
+// paint colours text with the SGR colour sgr ("": the terminal's default) when on.
 func paint(text, sgr string, on bool) string {
 	if !on {
 		return text

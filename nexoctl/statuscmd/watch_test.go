@@ -2,6 +2,7 @@ package statuscmd
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestWatchPrintsOnlyChanges(t *testing.T) {
 		t.Errorf("nothing changed but printed:\n%s", same)
 	}
 	b.Phase, b.ReadyReplicas = "Ready", 1
-	if changed := step(a, b); strings.Count(changed, "\n") != 1 || !strings.Contains(changed, "shop  b") || strings.Contains(changed, "NAMESPACE") {
+	if changed := step(a, b); strings.Count(changed, "\n") != 1 || !regexp.MustCompile(`(?m)^shop\s+b\s+Ready\s+1/1\s`).MatchString(changed) || strings.Contains(changed, "NAMESPACE") {
 		t.Errorf("one change, want one line for b:\n%s", changed)
 	}
 	if gone := step(b); strings.Count(gone, "\n") != 1 || !strings.Contains(gone, "Deleted") {
