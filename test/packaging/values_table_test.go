@@ -1,7 +1,9 @@
 package packaging_test
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +12,13 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nexo-io/nexo-edge/test/framework/monitoring"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // valueCase sets one value and says where it shows: for each rendered document (Kind/name),
@@ -96,7 +104,7 @@ func valueCases() map[string]valueCase {
 			"image.digest":               {set: set("image: {digest: sha256:" + strings.Repeat("b", 64) + "}"), want: map[string][]string{dep: {repo + "@sha256:" + strings.Repeat("b", 64)}}},
 			"image.pullPolicy":           {set: set("image: {pullPolicy: Always}"), want: map[string][]string{dep: {"imagePullPolicy: Always"}}},
 			"resources.requests.cpu":     {set: set("resources: {requests: {cpu: 333m}}"), want: map[string][]string{dep: {"cpu: 333m"}}},
-			"resources.requests.memory":  {set: set("resources: {requests: {memory: 333Mi}}"), want: map[string][]string{dep: {"memory: 333Mi"}}},
+			"resources.requests.memory":  {set: set("resources: {requests: {memory: 222Mi}}"), want: map[string][]string{dep: {"memory: 222Mi"}}},
 			"resources.limits.memory":    {set: set("resources: {limits: {memory: 777Mi}}"), want: map[string][]string{dep: {"memory: 777Mi"}}},
 			"nodeSelector":               {set: set("nodeSelector: {pool: edge}"), want: map[string][]string{dep: {"pool: edge"}}},
 			"tolerations":                {set: set("tolerations: [{key: dedicated, operator: Exists}]"), want: map[string][]string{dep: {"key: dedicated"}}},
@@ -173,6 +181,8 @@ func TestEveryValueIsRendered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	validate := strictServer(t)
+	validate(t, base)
 	for _, p := range paths {
 		c, ok := cases[p]
 		if !ok {
@@ -204,7 +214,49 @@ func TestEveryValueIsRendered(t *testing.T) {
 			if len(c.want) == 0 && len(c.gone) == 0 {
 				t.Error(fmt.Sprintf("the case for %s asserts nothing", p))
 			}
+			validate(t, docs)
 		})
+	}
+}
+
+// strictServer starts an API server with prometheus-operator's CRDs and returns a check that
+// every rendered object is accepted by it: a dry-run create under strict field validation, which is
+// what kubeconform checks, here by the API's own schemas (built-in kinds, CRDs, CEL rules).
+func strictServer(t *testing.T) func(*testing.T, map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Envtest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	k8s, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := monitoring.Install(ctx, k8s); err != nil {
+		t.Fatal(err)
+	}
+	namespaces := map[string]bool{}
+	return func(t *testing.T, docs map[string][]byte) {
+		t.Helper()
+		for _, key := range slices.Sorted(maps.Keys(docs)) {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(docs[key], &u.Object); err != nil {
+				t.Errorf("%s: %v", key, err)
+				continue
+			}
+			if ns := u.GetNamespace(); ns != "" && !namespaces[ns] {
+				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+				if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+					t.Fatal(err)
+				}
+				namespaces[ns] = true
+			}
+			if err := k8s.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+				t.Errorf("%s: the API server refuses it under strict field validation: %v", key, err)
+			}
+		}
 	}
 }
 
