@@ -1,10 +1,8 @@
 package nexoctl_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,13 +19,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/creack/pty"
-
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/nexoctl"
 	"github.com/nexo-io/nexo-edge/nexoctl/statuscmd"
 	"github.com/nexo-io/nexo-edge/test/framework/syncbuffer"
+	"github.com/nexo-io/nexo-edge/test/framework/terminal"
 	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
@@ -229,18 +226,7 @@ func TestStatus(t *testing.T) {
 	// On a terminal the phases are coloured; never with NO_COLOR, never with -o.
 	onTerminal := func(args ...string) string {
 		t.Helper()
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ptmx.Close()
-		var screen bytes.Buffer
-		copied := make(chan struct{})
-		go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
-		nexoctl.Main(ctx, append(kc, args...), strings.NewReader(""), tty, tty)
-		tty.Close()
-		<-copied
-		return screen.String()
+		return terminal.Capture(t, func(tty *os.File) { nexoctl.Main(ctx, append(kc, args...), strings.NewReader(""), tty, tty) })
 	}
 	if screen := onTerminal("status", "-n", "shop"); !strings.Contains(screen, "\x1b[32mReady\x1b[0m") || !strings.Contains(screen, "\x1b[33mProgressing\x1b[0m") {
 		t.Errorf("status on a terminal: the phases are not coloured:\n%q", screen)

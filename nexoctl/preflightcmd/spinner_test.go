@@ -3,14 +3,13 @@ package preflightcmd
 import (
 	"bytes"
 	"context"
-	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/nexo-io/nexo-edge/preflight"
+	"github.com/nexo-io/nexo-edge/test/framework/terminal"
 )
 
 // On a terminal a retried check shows a spinner line that is cleared when the check ends; off a
@@ -25,22 +24,13 @@ func TestSpinnerWhileACheckRetries(t *testing.T) {
 			}
 			return preflight.Outcome{Status: preflight.OK}
 		}}}}}
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	copied := make(chan struct{})
-	go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
-	opts, stop := spinnerTo(tty, true)
-	if r := preflight.RunWith(context.Background(), &preflight.Env{}, cats, opts); r.Status != preflight.OK {
-		t.Fatalf("report %+v", r)
-	}
-	stop()
-	tty.Close()
-	<-copied
-	out := screen.String()
+	out := terminal.Capture(t, func(tty *os.File) {
+		opts, stop := spinnerTo(tty, true)
+		if r := preflight.RunWith(context.Background(), &preflight.Env{}, cats, opts); r.Status != preflight.OK {
+			t.Errorf("report %+v", r)
+		}
+		stop()
+	})
 	if !strings.Contains(out, "flaky thing is up  (retrying)") {
 		t.Errorf("terminal output %q: no line for the retried check", out)
 	}
@@ -50,7 +40,7 @@ func TestSpinnerWhileACheckRetries(t *testing.T) {
 	}
 	var log bytes.Buffer
 	tries = 0
-	opts, stop = spinnerTo(&log, false)
+	opts, stop := spinnerTo(&log, false)
 	preflight.RunWith(context.Background(), &preflight.Env{}, cats, opts)
 	stop()
 	if log.Len() != 0 {

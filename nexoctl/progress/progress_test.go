@@ -2,12 +2,12 @@ package progress
 
 import (
 	"bytes"
-	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
+	"github.com/nexo-io/nexo-edge/test/framework/terminal"
 )
 
 // Off a terminal each change of an item is one line, and an unchanged item writes nothing.
@@ -37,22 +37,13 @@ func TestOffATerminalEachChangeIsALine(t *testing.T) {
 // On a terminal the items are drawn in place behind a spinner while they wait, and the last
 // state stays on the screen after Stop, with ✓ and ✗.
 func TestOnATerminalTheItemsSpinInPlace(t *testing.T) {
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var screen bytes.Buffer
-	copied := make(chan struct{})
-	go func() { _, _ = io.Copy(&screen, ptmx); close(copied) }()
-	d := Start(tty, Options{Terminal: true, Title: "Waiting for 2 proxies"})
-	d.Set([]Item{{Name: "shop/orders", State: "Progressing 0/2"}, {Name: "shop/billing", State: "Ready 1/1", Done: true}})
-	time.Sleep(400 * time.Millisecond) // a few spinner frames
-	d.Set([]Item{{Name: "shop/orders", State: "Failed 0/2", Detail: "InvalidReference", Failed: true}, {Name: "shop/billing", State: "Ready 1/1", Done: true}})
-	d.Stop()
-	tty.Close()
-	<-copied
-	out := screen.String()
+	out := terminal.Capture(t, func(tty *os.File) {
+		d := Start(tty, Options{Terminal: true, Title: "Waiting for 2 proxies"})
+		d.Set([]Item{{Name: "shop/orders", State: "Progressing 0/2"}, {Name: "shop/billing", State: "Ready 1/1", Done: true}})
+		time.Sleep(400 * time.Millisecond) // a few spinner frames
+		d.Set([]Item{{Name: "shop/orders", State: "Failed 0/2", Detail: "InvalidReference", Failed: true}, {Name: "shop/billing", State: "Ready 1/1", Done: true}})
+		d.Stop()
+	})
 	for _, want := range []string{"Waiting for 2 proxies", "shop/orders  Progressing 0/2", "✓ shop/billing  Ready 1/1", "✗ shop/orders  Failed 0/2  (InvalidReference)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the terminal never showed %q:\n%q", want, out)

@@ -224,6 +224,20 @@ func TestEveryValueIsRendered(t *testing.T) {
 // what kubeconform checks, here by the API's own schemas (built-in kinds, CRDs, CEL rules).
 func strictServer(t *testing.T) func(*testing.T, map[string][]byte) {
 	t.Helper()
+	accepts := strictAPIServer(t)
+	return func(t *testing.T, docs map[string][]byte) {
+		t.Helper()
+		for _, key := range slices.Sorted(maps.Keys(docs)) {
+			if err := accepts(docs[key]); err != nil {
+				t.Errorf("%s: the API server refuses it under strict field validation: %v", key, err)
+			}
+		}
+	}
+}
+
+// strictAPIServer starts the API server of strictServer and returns its check of one object.
+func strictAPIServer(t *testing.T) func(raw []byte) error {
+	t.Helper()
 	ctx := context.Background()
 	c, err := testcluster.Start(ctx, testcluster.Options{Mode: testcluster.Envtest})
 	if err != nil {
@@ -238,25 +252,19 @@ func strictServer(t *testing.T) func(*testing.T, map[string][]byte) {
 		t.Fatal(err)
 	}
 	namespaces := map[string]bool{}
-	return func(t *testing.T, docs map[string][]byte) {
-		t.Helper()
-		for _, key := range slices.Sorted(maps.Keys(docs)) {
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(docs[key], &u.Object); err != nil {
-				t.Errorf("%s: %v", key, err)
-				continue
-			}
-			if ns := u.GetNamespace(); ns != "" && !namespaces[ns] {
-				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
-				if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-					t.Fatal(err)
-				}
-				namespaces[ns] = true
-			}
-			if err := k8s.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
-				t.Errorf("%s: the API server refuses it under strict field validation: %v", key, err)
-			}
+	return func(raw []byte) error {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(raw, &u.Object); err != nil {
+			return err
 		}
+		if ns := u.GetNamespace(); ns != "" && !namespaces[ns] {
+			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+			if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			namespaces[ns] = true
+		}
+		return k8s.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict"))
 	}
 }
 
