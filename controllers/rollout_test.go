@@ -67,8 +67,9 @@ func editRateLimit(t *testing.T, ns string, ops int32) {
 
 // TestConfigPerRevision: each graph revision's config is its own immutable pair of ConfigMaps;
 // while a new revision rolls out, the old ReplicaSet's pods keep naming the old, unchanged
-// config; the previous revision's config is kept for `kubectl rollout undo`; older config goes
-// once a rollout completes; each rollout is one Event.
+// config; the previous revision's config is kept, and going back to that revision reuses it;
+// `kubectl rollout undo` is reverted by the operator; older config goes once a rollout completes;
+// each rollout is one Event.
 func TestConfigPerRevision(t *testing.T) {
 	ns := "revisions"
 	ctx := context.Background()
@@ -143,7 +144,9 @@ func TestConfigPerRevision(t *testing.T) {
 		t.Errorf("after the third rollout: want only revisions %s and %s kept", rev2, rev3)
 	}
 
-	// kubectl rollout undo goes back to the previous ReplicaSet, whose config still exists.
+	// kubectl rollout undo does not roll a proxy back: the operator owns the Deployment and puts
+	// the desired revision back (docs/operator.md, "Going back"). The undone template names
+	// config that still exists meanwhile, so the pods it starts can run.
 	kubectl := filepath.Join(testcluster.BinDir(), "kubectl")
 	if out, err := exec.Command(kubectl, "--kubeconfig", cluster.Kubeconfig, "-n", ns, "rollout", "undo", "deployment/"+proxyName).CombinedOutput(); err != nil {
 		t.Fatalf("kubectl rollout undo: %v\n%s", err, out)
@@ -153,7 +156,20 @@ func TestConfigPerRevision(t *testing.T) {
 			t.Errorf("after rollout undo the pod template names %s, which does not exist", name)
 		}
 	}
-
+	var undone string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		d := deployment(t, ns)
+		undone = d.Spec.Template.Annotations[render.GraphRevisionKey]
+		return undone == rev3 && strings.Join(configOf(d.Spec.Template.Spec), ",") == render.RoutingName(proxyName, rev3)+","+render.StepsName(proxyName, rev3), nil
+	})
+	if err != nil {
+		t.Errorf("after kubectl rollout undo the Deployment stays on revision %s; the operator should put the desired %s back", undone, rev3)
+	}
+	if p := waitProxy(t, ns, time.Minute, "Ready on the desired revision after the undo", func(p *nexov1alpha1.NexoProxy) bool {
+		return isReady(p) && p.Status.GraphRevision == rev3 && p.Status.AvailableRevision == rev3
+	}); p.Status.PreviousRevision != rev2 {
+		t.Errorf("after the undo was reverted, previousRevision %s, want %s", p.Status.PreviousRevision, rev2)
+	}
 	// One RolloutStarted Event per revision, however many passes ran.
 	var evs eventsv1.EventList
 	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
@@ -175,6 +191,17 @@ func TestConfigPerRevision(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%d RolloutStarted Events for revision %s, want 1 (all: %v)", n, rev, started)
 		}
+	}
+
+	// Going back is a change of the Nexo objects: the revision they make again reuses the
+	// config kept for it.
+	before, _ := configMapOf(t, ns, render.RoutingName(proxyName, rev2))
+	editRateLimit(t, ns, 601)
+	waitProxy(t, ns, 2*time.Minute, "Ready on the second revision again", func(p *nexov1alpha1.NexoProxy) bool {
+		return isReady(p) && p.Status.GraphRevision == rev2 && p.Status.AvailableRevision == rev2
+	})
+	if again, ok := configMapOf(t, ns, render.RoutingName(proxyName, rev2)); !ok || again.UID != before.UID {
+		t.Errorf("going back to revision %s made its config again instead of reusing the one kept", rev2)
 	}
 }
 
