@@ -75,9 +75,14 @@ func olmCatalog() error {
 	if err != nil {
 		return err
 	}
+	// The package's icon is the newest release's: the catalog holds released versions only, and a
+	// published catalog is never rebuilt differently (a new logo enters with the next release).
 	logo, err := icon()
 	if err != nil {
 		return err
+	}
+	if n := len(rels); n > 0 && len(rels[n-1].CSV.Spec.Icon) > 0 {
+		logo = rels[n-1].CSV.Spec.Icon[0].Data
 	}
 	docs := []any{fbcPackage{Schema: "olm.package", Name: packageName, DefaultChannel: catalog.DefaultChannel(catalog.BuildVersion), Icon: fbcIcon{Data: logo, MediaType: "image/svg+xml"}}}
 	channels := map[string]*fbcChannel{}
