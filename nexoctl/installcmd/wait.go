@@ -40,7 +40,7 @@ func waitAvailable(ctx context.Context, o *cliopts.Options, c client.Client, ns 
 			}
 			items = append(items, it)
 			if it.Failed && stalled == nil {
-				stalled = &items[len(items)-1]
+				stalled = &it
 			}
 			all = all && it.Done
 		}

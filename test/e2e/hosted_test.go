@@ -822,22 +822,8 @@ func authenticatedMetrics(t *testing.T, series map[string]string) string {
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: "monitoring"}}}); err != nil {
 		t.Fatal(err)
 	}
-	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed
 	for addr, want := range series {
-		get := func(token string) (int, string) {
-			req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				return 0, err.Error()
-			}
-			defer resp.Body.Close()
-			b := new(bytes.Buffer)
-			_, _ = b.ReadFrom(resp.Body)
-			return resp.StatusCode, b.String()
-		}
+		get := func(token string) (int, string) { return getMetrics(addr, token) }
 		// The metrics server listens a little after /readyz answers (it makes its self-signed
 		// certificate first): wait for it to answer at all before judging what it answers.
 		poll(t, addr+"/metrics listens", 30*time.Second, func() (bool, string) {
@@ -858,21 +844,30 @@ func authenticatedMetrics(t *testing.T, series map[string]string) string {
 	return prometheus
 }
 
-// scrapeMetrics is addr's /metrics, read with token.
-func scrapeMetrics(t *testing.T, addr, token string) string {
-	t.Helper()
+// getMetrics is GET https://addr/metrics with token ("": none): the status code and the body,
+// or 0 and the error.
+func getMetrics(addr, token string) (int, string) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed
 	req, _ := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
+		return 0, err.Error()
 	}
 	defer resp.Body.Close()
 	b := new(bytes.Buffer)
 	_, _ = b.ReadFrom(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %d", addr, resp.StatusCode)
+	return resp.StatusCode, b.String()
+}
+
+// scrapeMetrics is addr's /metrics, read with token.
+func scrapeMetrics(t *testing.T, addr, token string) string {
+	t.Helper()
+	code, body := getMetrics(addr, token)
+	if code != http.StatusOK {
+		t.Fatalf("scrape %s: %d %s", addr, code, body)
 	}
-	return b.String()
+	return body
 }

@@ -25,28 +25,10 @@ import (
 
 var monitoringDir = monitoring.Dir
 
-// ruleFile is config/monitoring/alerts.yaml as promtool reads it.
-type ruleFile struct {
-	Groups []struct {
-		Name  string `json:"name"`
-		Rules []struct {
-			Alert       string            `json:"alert"`
-			Expr        string            `json:"expr"`
-			For         string            `json:"for"`
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"rules"`
-	} `json:"groups"`
-}
-
-func readAlerts(t *testing.T) ruleFile {
+func readAlerts(t *testing.T) monitoring.RuleFile {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(monitoringDir, "alerts.yaml"))
+	f, err := monitoring.Alerts()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var f ruleFile
-	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
 		t.Fatal(err)
 	}
 	return f

@@ -18,21 +18,35 @@ var Dir = filepath.Join(testcluster.RepoRoot(), "config", "monitoring")
 // query of the alerts and the dashboard names its job).
 var seriesName = regexp.MustCompile(`\b(up|nexo_[a-z_]+|controller_runtime_[a-z_]+|workqueue_[a-z_]+)\{`)
 
+// RuleFile is alerts.yaml as promtool reads it.
+type RuleFile struct {
+	Groups []struct {
+		Name  string `json:"name"`
+		Rules []struct {
+			Alert       string            `json:"alert"`
+			Expr        string            `json:"expr"`
+			For         string            `json:"for"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"rules"`
+	} `json:"groups"`
+}
+
+// Alerts reads alerts.yaml, strictly.
+func Alerts() (RuleFile, error) {
+	var f RuleFile
+	raw, err := os.ReadFile(filepath.Join(Dir, "alerts.yaml"))
+	if err != nil {
+		return f, err
+	}
+	return f, yaml.UnmarshalStrict(raw, &f)
+}
+
 // Series are the names of the series the alerts (alerts.yaml) and the dashboard (dashboard.json)
 // read, sorted.
 func Series() ([]string, error) {
-	raw, err := os.ReadFile(filepath.Join(Dir, "alerts.yaml"))
+	f, err := Alerts()
 	if err != nil {
-		return nil, err
-	}
-	var f struct {
-		Groups []struct {
-			Rules []struct {
-				Expr string `json:"expr"`
-			} `json:"rules"`
-		} `json:"groups"`
-	}
-	if err := yaml.Unmarshal(raw, &f); err != nil {
 		return nil, err
 	}
 	var text []string
