@@ -26,6 +26,9 @@ type auditEntry struct {
 	// anonymous: the request carried no valid token. Its refusal is recorded without a tenant
 	// or a target, and at most noisePerMinute of them a minute.
 	anonymous bool
+	// otherTenant is the tenant a principal of another tenant tried to act in: its refusal is
+	// recorded in that tenant's history too.
+	otherTenant string
 }
 
 func (e *auditEntry) record(action, decision, reason string) storage.AuditRecord {
@@ -86,6 +89,13 @@ func (s *Server) auditRefusal(ctx context.Context, e *auditEntry, action, reason
 	}
 	if _, err := s.cfg.Store.Audit(context.WithoutCancel(ctx), e.record(action, storage.Refused, reason)); err != nil {
 		s.log().Error("audit record not written", "action", action, "error", err)
+	}
+	if e.otherTenant != "" && e.otherTenant != e.tenant {
+		there := *e
+		there.tenant, there.target = e.otherTenant, "tenant "+e.otherTenant
+		if _, err := s.cfg.Store.Audit(context.WithoutCancel(ctx), there.record(action, storage.Refused, reason)); err != nil {
+			s.log().Error("audit record not written", "action", action, "tenant", e.otherTenant, "error", err)
+		}
 	}
 }
 

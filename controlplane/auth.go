@@ -69,6 +69,12 @@ func (s *Server) tenantRoute(action authz.Action, h func(http.ResponseWriter, *h
 		tenant, project := r.PathValue("tenant"), r.PathValue("project")
 		role, err := authorize(c, action, tenant, project)
 		if err != nil {
+			if !c.Admin && c.Principal.Tenant != tenant {
+				// Attempted in another tenant: that tenant's history records it too.
+				if _, terr := s.cfg.Store.TenantByID(r.Context(), tenant); terr == nil {
+					auditOf(r).otherTenant = tenant
+				}
+			}
 			return err
 		}
 		e := auditOf(r)

@@ -141,10 +141,18 @@ func (s *Server) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if !v.OK {
+		// The chain itself is broken inside the database: a new checkpoint would not mend it.
+		return fmt.Errorf("the audit history does not verify: %s. The history cannot be repaired in place, and moving the checkpoint (%s) aside does not help: the break is inside the database. "+
+			"Restore the database from a backup taken before record %d was written (`controlplane audit verify` against the restored file must pass), then start again",
+			v.Reason, s.cfg.Checkpoint.Path, v.BrokenAt)
+	}
 	if err := s.checkAnchor(ctx, &v); err != nil {
 		return err
 	}
 	if !v.OK {
+		// The chain holds but disagrees with its checkpoint (records cut off its end, or the
+		// history rewritten after the checkpoint's record).
 		return fmt.Errorf("the audit history does not verify: %s. Restore the database from a backup; to start over from this database on purpose, move %s aside (a new checkpoint is written)", v.Reason, s.cfg.Checkpoint.Path)
 	}
 	if v.Records > 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/signature"
+	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
 
@@ -31,6 +32,16 @@ type commandRequest struct {
 	// stage is the project stage the command goes through; nil for the admin token's command,
 	// which skips the stage's checks (not the Manager's, nor the cluster's).
 	stage *stagePlan
+	// revision is the project revision a deploy or preview through a stage carries (nil for the
+	// admin token's commands); via says how it came (storage.ViaDeploy, ViaRollback,
+	// ViaPromotion) and promotionID which promotion queued it.
+	revision    *storage.Revision
+	via         string
+	promotionID string
+	// caller sent the request; override: it asked to deploy where compatibility is unknown
+	// (compatibility.go).
+	caller   authz.Caller
+	override bool
 }
 
 // preparer validates one command type, answering 400 with the reason, and returns the objects
@@ -43,43 +54,70 @@ var preparers = map[string]preparer{
 	protocol.Rollout:   prepareRollout,
 	protocol.Upgrade:   prepareUpgrade,
 	protocol.Uninstall: prepareUninstall,
+	protocol.Preview:   prepareDeploy, // the same manifests a deploy takes, checked the same way
 }
 
 // submit prepares, checks and queues a command, and answers 201 {"id"}.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, req commandRequest) error {
-	ctx := r.Context()
-	if req.cmd.Type == protocol.WorkloadConfig {
-		return fail(http.StatusBadRequest, "legacy workload configuration is not supported by Managers of this protocol: deploy the equivalent nexo.io objects (NexoProxy, NexoPipeline, NexoDeploymentProfile, steps) instead")
-	}
-	row, ok := protocol.CommandTypeOf(req.cmd.Type)
-	if !ok {
-		return fail(http.StatusBadRequest, "unknown command type %q: use %s", truncate(req.cmd.Type, 40), strings.Join(protocol.CommandNames(), ", "))
-	}
-	objs, err := preparers[row.Name](s, ctx, &req)
+	id, err := s.place(r, req)
 	if err != nil {
 		return err
 	}
+	auditOf(r).commandID = id
+	writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+	return nil
+}
+
+// place prepares, checks and queues a command in the request's transaction and returns its id.
+// Through a stage the checks are: the environment's and the stage's freezes, ownership, the
+// entitlement, and for a deploy or preview of a revision, its compatibility with what the
+// environment reported.
+func (s *Server) place(r *http.Request, req commandRequest) (string, error) {
+	ctx := r.Context()
+	if req.cmd.Type == protocol.WorkloadConfig {
+		return "", fail(http.StatusBadRequest, "legacy workload configuration is not supported by Managers of this protocol: deploy the equivalent nexo.io objects (NexoProxy, NexoPipeline, NexoDeploymentProfile, steps) instead")
+	}
+	row, ok := protocol.CommandTypeOf(req.cmd.Type)
+	if !ok {
+		return "", fail(http.StatusBadRequest, "unknown command type %q: use %s", truncate(req.cmd.Type, 40), strings.Join(protocol.CommandNames(), ", "))
+	}
+	objs, err := preparers[row.Name](s, ctx, &req)
+	if err != nil {
+		return "", err
+	}
 	if err := s.refuseLost(ctx, req.env); err != nil {
-		return err
+		return "", err
 	}
 	if err := s.advertised(ctx, req.env, row); err != nil {
-		return err
+		return "", err
 	}
-	if req.stage != nil {
-		if err := s.ownedByProject(ctx, req.env.ID, *req.stage, objs); err != nil {
-			return err
+	origin := storage.Origin{}
+	if p := req.stage; p != nil {
+		origin = p.origin()
+		if row.CarriesProxies {
+			if err := s.refuseFrozen(ctx, p.tenant, req.env.ID, p.stage.Project, p.stage.Name); err != nil {
+				return "", err
+			}
+		}
+		if err := s.ownedByProject(ctx, req.env.ID, *p, objs); err != nil {
+			return "", err
 		}
 		if row.MayAddProxies {
-			if err := s.entitled(ctx, req.stage.tenant, req.env.ID, objs); err != nil {
-				return err
+			if err := s.entitled(ctx, p.tenant, req.env.ID, objs); err != nil {
+				return "", err
+			}
+		}
+		if req.revision != nil {
+			if err := s.compatible(r, req, objs); err != nil {
+				return "", err
 			}
 		}
 	}
-	origin := storage.Origin{}
-	if req.stage != nil {
-		origin = req.stage.origin()
+	id, err := s.queue(r, req.env, row, req.cmd, objs, origin)
+	if err != nil {
+		return "", err
 	}
-	return s.queue(w, r, req.env, row, req.cmd, objs, origin)
+	return id, s.recordChange(r, req, id)
 }
 
 // advertised refuses (409) a command whose capability the environment's last heartbeat did not
@@ -107,7 +145,7 @@ func (s *Server) advertised(ctx context.Context, env storage.Environment, row pr
 func prepareDeploy(_ *Server, _ context.Context, req *commandRequest) ([]*unstructured.Unstructured, error) {
 	c := &req.cmd
 	if len(c.Namespaces) == 0 || len(c.Manifests) == 0 {
-		return nil, fail(http.StatusBadRequest, "deploy needs namespaces and manifests")
+		return nil, fail(http.StatusBadRequest, "%s needs namespaces and manifests", c.Type)
 	}
 	objs := make([]*unstructured.Unstructured, 0, len(c.Manifests))
 	for i, raw := range c.Manifests {
@@ -210,17 +248,16 @@ func sign(key ed25519.PrivateKey, u *unstructured.Unstructured, claims signature
 }
 
 // queue signs objs (a deploy's manifests, a rollout's proxies) for env at the command's
-// sequence number and queues the command, in the request's transaction, and answers 201
-// {"id"}. Manifests are signed inside the queueing transaction, for this environment (the
+// sequence number and queues the command, in the request's transaction, and returns its id. Manifests are signed inside the queueing transaction, for this environment (the
 // audience) at the command's sequence number (the revision), so a later command always carries
 // a higher revision than an earlier one. What the command does to the Control Plane's state is
 // its row's: the proxies it carries, whether they count against the entitlement, and whether
 // its proxy leaves the deployed set now.
-func (s *Server) queue(w http.ResponseWriter, r *http.Request, env storage.Environment, row protocol.CommandType, c protocol.Command, objs []*unstructured.Unstructured, origin storage.Origin) error {
+func (s *Server) queue(r *http.Request, env storage.Environment, row protocol.CommandType, c protocol.Command, objs []*unstructured.Unstructured, origin storage.Origin) (string, error) {
 	c.ID = "cmd-" + randomID(8)
 	key, err := s.activeKey(r.Context())
 	if err != nil {
-		return err
+		return "", err
 	}
 	nc := storage.NewCommand{Env: env.ID, ID: c.ID, Type: c.Type, Origin: origin, Claims: row.CountsAgainstEntitlement}
 	if row.CarriesProxies {
@@ -242,17 +279,15 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request, env storage.Envir
 		return string(body), err
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
-	auditOf(r).commandID = c.ID
 	if row.LeavesDeployedSet && c.Proxy != nil {
 		// The proxy leaves the deployed set now: a rollout queued after this never re-creates it.
 		if err := s.cfg.Store.Forget(r.Context(), env.ID, "NexoProxy", c.Proxy.Namespace, c.Proxy.Name); err != nil {
-			return err
+			return "", err
 		}
 	}
-	writeJSON(w, http.StatusCreated, map[string]string{"id": c.ID})
-	return nil
+	return c.ID, nil
 }
 
 // commandProxies are the NexoProxies a command carries: its manifests', or the one it names.

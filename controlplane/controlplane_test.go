@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/connecttoken"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/signature"
@@ -91,8 +92,28 @@ func (c *cp) do(method, path, token string, body any, out any) int {
 	return resp.StatusCode
 }
 
-// heartbeat is a Manager's heartbeat that advertises every command type of the table.
+// heartbeat is a Manager's heartbeat that advertises every command type of the table and
+// reports the promotion contract as this build's Manager does (its installed kinds, the
+// schema-only ones, the kinds each pipeline slot takes, the bundle and a fingerprint).
 func heartbeat(cluster string) protocol.Heartbeat {
+	hb := protocol.Heartbeat{ProtocolVersion: protocol.Version, ManagerVersion: catalog.BuildVersion, ClusterID: cluster,
+		Capabilities: allCommands(), Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"},
+		BundleVersion: catalog.BuildVersion, InstalledBy: "helm", SchemaFingerprint: "sha256:fixture", PipelineKinds: map[string][]string{}}
+	for _, k := range catalog.Kinds {
+		hb.InstalledKinds = append(hb.InstalledKinds, k.Kind)
+		if k.Support == catalog.SchemaOnly {
+			hb.SchemaOnlyKinds = append(hb.SchemaOnlyKinds, k.Kind)
+		}
+		for _, slot := range k.Slots {
+			hb.PipelineKinds[string(slot)] = append(hb.PipelineKinds[string(slot)], k.Kind)
+		}
+	}
+	hb.Capabilities = append(hb.Capabilities, protocol.CapBundleVersion, protocol.CapCRDKinds, protocol.CapSchemaFingerprint, protocol.CapPipelineKinds, protocol.CapPromotionContract)
+	return hb
+}
+
+// legacyHeartbeat is a 0.2.0 Manager's: no promotion contract.
+func legacyHeartbeat(cluster string) protocol.Heartbeat {
 	return protocol.Heartbeat{ProtocolVersion: protocol.Version, ManagerVersion: "0.2.0", ClusterID: cluster,
 		Capabilities: allCommands(), Cluster: protocol.Cluster{KubernetesVersion: "v1.37.2"}}
 }

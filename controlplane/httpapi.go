@@ -179,7 +179,7 @@ var pathValue = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // validPath refuses a request whose path values are not names or ids.
 func validPath(r *http.Request) error {
-	for _, k := range []string{"tenant", "project", "stage", "env", "namespace", "principal", "role", "key", "id"} {
+	for _, k := range []string{"tenant", "project", "stage", "env", "namespace", "principal", "role", "key", "id", "revision"} {
 		if v := r.PathValue(k); v != "" && !pathValue.MatchString(v) {
 			return fail(http.StatusBadRequest, "the %s in the path is not a name (letters, digits, '.', '_', ':', '-'; at most 128)", k)
 		}

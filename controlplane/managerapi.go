@@ -86,6 +86,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err := s.cfg.Store.RecordHeartbeat(r.Context(), env.ID, string(body), hb.Capabilities); err != nil {
 		return err
 	}
+	if err := s.observeRuns(r.Context(), env.ID); err != nil {
+		return fmt.Errorf("stage runs of %s: %w", env.ID, err)
+	}
 	records, err := s.cfg.Store.Deliver(r.Context(), env.ID)
 	if err != nil {
 		return err
@@ -95,7 +98,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("signing keys: %w", err)
 	}
 	resp := protocol.HeartbeatResponse{NextHeartbeatSeconds: int(s.nextHeartbeat().Seconds()), Commands: []protocol.Command{}, SigningKeys: keys,
-		InventoryDigest: inventoryDigest, InventoryResync: resync, Capabilities: []string{protocol.CapProxyStatus}}
+		InventoryDigest: inventoryDigest, InventoryResync: resync, Capabilities: []string{protocol.CapProxyStatus, protocol.CapKindSupport}}
 	var entry *auditEntry
 	if len(records) > 0 {
 		if entry, err = s.managerEntry(r, env); err != nil {
@@ -140,7 +143,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var a protocol.Ack
-	if err := decode(r, &a, smallBody); err != nil {
+	if err := decode(r, &a, managerBody); err != nil {
 		return err
 	}
 	if a.Status != protocol.Applied && a.Status != protocol.Failed {
@@ -152,6 +155,17 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 		return fail(http.StatusNotFound, "no command %s for this environment", id)
 	case err != nil:
 		return err
+	}
+	if a.Preview != nil {
+		// A preview's answer, or the proxies a deploy was predicted to move (bounded by the
+		// Manager to protocol.MaxPreviewBytes; the body limit holds it).
+		body, err := json.Marshal(a.Preview)
+		if err != nil {
+			return err
+		}
+		if err := s.cfg.Store.SetCommandResult(r.Context(), id, string(body)); err != nil {
+			return err
+		}
 	}
 	e.commandID, e.reason = id, a.Status
 	if a.Status == protocol.Failed && a.Message != "" {

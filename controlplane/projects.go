@@ -37,6 +37,13 @@ type StageSpec struct {
 	Environments  map[string]string `json:"environments"`
 	Namespaces    map[string]string `json:"namespaces"`
 	SharedTargets bool              `json:"sharedTargets,omitempty"`
+	// PromotesFrom names the stage this one takes revisions from (promote); a direct deploy
+	// to it is then refused. SoakSeconds is how long a revision must have been Synced on every
+	// environment of that stage; RequiresApproval has a project manager other than the promoter
+	// approve each promotion.
+	PromotesFrom     string `json:"promotesFrom,omitempty"`
+	SoakSeconds      int64  `json:"soakSeconds,omitempty"`
+	RequiresApproval bool   `json:"requiresApproval,omitempty"`
 }
 
 // pathProject resolves the path's project (404 otherwise).
@@ -75,13 +82,17 @@ func (s *Server) setStage(w http.ResponseWriter, r *http.Request, c authz.Caller
 	if err := s.pathProject(r); err != nil {
 		return err
 	}
+	if err := s.validPromotion(r, name, req); err != nil {
+		return err
+	}
 	if req.SharedTargets {
 		// Letting a stage reach another project's namespace targets is a tenant-level decision.
 		if _, err := authorize(c, authz.ShareNamespaceTargets, tenant, ""); err != nil {
 			return fail(http.StatusForbidden, "%v: only a tenant admin may let a stage share namespace targets with other projects (sharedTargets)", err)
 		}
 	}
-	st := storage.StoredStage{Stage: targeting.Stage{Project: project, Name: name, Environments: req.Environments, NamespaceTargets: req.Namespaces}, Shared: req.SharedTargets}
+	st := storage.StoredStage{Stage: targeting.Stage{Project: project, Name: name, Environments: req.Environments, NamespaceTargets: req.Namespaces}, Shared: req.SharedTargets,
+		Promotion: storage.Promotion{From: req.PromotesFrom, SoakSeconds: req.SoakSeconds, RequiresApproval: req.RequiresApproval}}
 	if !st.Shared {
 		if err := s.exclusiveTargets(r.Context(), tenant, st); err != nil {
 			return err
@@ -92,6 +103,39 @@ func (s *Server) setStage(w http.ResponseWriter, r *http.Request, c authz.Caller
 	}
 	auditOf(r).target = "stage " + tenant + "/" + project + "/" + name
 	writeJSON(w, http.StatusOK, req)
+	return nil
+}
+
+// maxSoak bounds a stage's soak time (30 days).
+const maxSoak = 30 * 24 * 3600
+
+// validPromotion refuses a promotion policy that cannot work: a stage promoting from itself,
+// from a stage the project does not have, in a cycle, or with a soak time out of range.
+func (s *Server) validPromotion(r *http.Request, name string, req StageSpec) error {
+	if req.PromotesFrom == "" {
+		if req.SoakSeconds != 0 || req.RequiresApproval {
+			return fail(http.StatusBadRequest, "soakSeconds and requiresApproval apply to a stage that promotes from another (promotesFrom)")
+		}
+		return nil
+	}
+	if req.SoakSeconds < 0 || req.SoakSeconds > maxSoak {
+		return fail(http.StatusBadRequest, "soakSeconds must be between 0 and %d (30 days)", maxSoak)
+	}
+	tenant, project := r.PathValue("tenant"), r.PathValue("project")
+	from := req.PromotesFrom
+	for seen := []string{name}; from != ""; {
+		if slices.Contains(seen, from) {
+			return fail(http.StatusBadRequest, "stage %s would promote from %s, which leads back to it (%s): promotion runs one way", name, req.PromotesFrom, strings.Join(append(seen, from), " ← "))
+		}
+		seen = append(seen, from)
+		up, err := s.cfg.Store.Stage(r.Context(), tenant, project, from)
+		if errors.Is(err, storage.ErrNotFound) {
+			return fail(http.StatusBadRequest, "stage %s would promote from %s, which project %s does not have: create that stage first", name, from, project)
+		} else if err != nil {
+			return err
+		}
+		from = up.Promotion.From
+	}
 	return nil
 }
 

@@ -110,6 +110,24 @@ func (s *Server) Handler() http.Handler {
 		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/uninstall", authz.Uninstall, s.uninstallThroughStage},
 		{"GET /admin/tenants/{tenant}/audit", authz.ReadAudit, s.tenantAudit},
 		{"GET /admin/tenants/{tenant}/entitlement", authz.ReadEntitlement, s.getEntitlement},
+		// Change management (revisions.go, lifecycle.go, freeze.go).
+		{"POST /admin/tenants/{tenant}/projects/{project}/revisions", authz.CreateRevision, s.createRevision},
+		{"GET /admin/tenants/{tenant}/projects/{project}/revisions", authz.ReadChanges, s.listRevisions},
+		{"GET /admin/tenants/{tenant}/projects/{project}/revisions/{revision}", authz.ReadChanges, s.showRevision},
+		{"GET /admin/tenants/{tenant}/projects/{project}/revisions/{revision}/diff", authz.ReadChanges, s.diffRevisions},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/preview", authz.Preview, s.previewThroughStage},
+		{"GET /admin/tenants/{tenant}/projects/{project}/previews/{id}", authz.ReadChanges, s.showPreview},
+		{"GET /admin/tenants/{tenant}/projects/{project}/stages/{stage}/status", authz.ReadChanges, s.stageStatus},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/rollback", authz.Rollback, s.rollbackThroughStage},
+		{"POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/promote", authz.Promote, s.promote},
+		{"GET /admin/tenants/{tenant}/projects/{project}/promotions", authz.ReadChanges, s.listPromotions},
+		{"GET /admin/tenants/{tenant}/projects/{project}/promotions/{id}", authz.ReadChanges, s.showPromotion},
+		{"POST /admin/tenants/{tenant}/projects/{project}/promotions/{id}/approve", authz.ApprovePromotion, s.approvePromotion},
+		{"PUT /admin/tenants/{tenant}/environments/{env}/freeze", authz.FreezeEnvironment, s.freezeEnvironment},
+		{"DELETE /admin/tenants/{tenant}/environments/{env}/freeze", authz.FreezeEnvironment, s.thawEnvironment},
+		{"PUT /admin/tenants/{tenant}/projects/{project}/stages/{stage}/freeze", authz.FreezeStage, s.freezeStage},
+		{"DELETE /admin/tenants/{tenant}/projects/{project}/stages/{stage}/freeze", authz.FreezeStage, s.thawStage},
+		{"GET /admin/tenants/{tenant}/environments/{env}/health", authz.ReadHealth, s.environmentHealth},
 	} {
 		mux.HandleFunc(route.pattern, s.tenantRoute(route.action, route.h))
 	}

@@ -7,7 +7,6 @@ package controlplane
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -18,13 +17,6 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
-
-// StageDeploy is a deploy through a project stage.
-type StageDeploy struct {
-	Environment string            `json:"environment"`
-	Namespace   string            `json:"namespace"`
-	Manifests   []json.RawMessage `json:"manifests"`
-}
 
 // ownedByProject refuses (409) objects of a command through a stage that the deployed set holds
 // for another project, or for the admin token's commands: a project replaces only its own.
@@ -47,29 +39,6 @@ func ownerName(o storage.Origin) string {
 		return "the platform admin (deployed outside any project)"
 	}
 	return "project " + o.Project
-}
-
-// deployThroughStage is POST /admin/tenants/{tenant}/projects/{project}/stages/{stage}/deploy
-// {"environment", "namespace", "manifests"}. In order: the caller's role (tenantRoute), the
-// project's stage, the environment in the same tenant, its labels, the namespace target and its
-// labels, the namespaces the cluster last reported it allows, the manifests (decoded once: what
-// is checked, counted and signed is one object), no object another project deployed, and the
-// tenant's license entitlement (entitlement.go). Only then are the manifests signed and queued,
-// in the same transaction as every check.
-func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, _ authz.Caller) error {
-	var req StageDeploy
-	if err := decode(r, &req, manifestBody); err != nil {
-		return err
-	}
-	if err := validName("namespace", req.Namespace); err != nil {
-		return err
-	}
-	env, plan, err := s.stageRow(r, req.Environment, req.Namespace)
-	if err != nil {
-		return err
-	}
-	c := protocol.Command{Type: protocol.Deploy, Namespaces: []string{req.Namespace}, Manifests: req.Manifests}
-	return s.submit(w, r, commandRequest{env: env, cmd: c, stage: &plan})
 }
 
 // StageRollout is a rollout through a project stage.

@@ -143,9 +143,19 @@ func TestCapabilityMatrixThroughTheAPI(t *testing.T) {
 	requests[authz.ReadAudit] = call("GET", acme+"/audit", nil)
 	requests[authz.ShareNamespaceTargets] = call("PUT", acme+"/projects/shop/stages/shared", controlplane.StageSpec{Environments: map[string]string{"env": "production"}, Namespaces: map[string]string{"tier": "web"}, SharedTargets: true})
 	requests[authz.ReadEntitlement] = call("GET", acme+"/entitlement", nil)
+	requests[authz.CreateRevision] = call("POST", acme+"/projects/shop/revisions", controlplane.NewRevision{Message: "rate limit", Manifests: []json.RawMessage{deployManifest}})
+	requests[authz.ReadChanges] = call("GET", acme+"/projects/shop/revisions", nil)
+	requests[authz.Preview] = call("POST", acme+"/projects/shop/stages/prod/preview", controlplane.StagePreview{Environment: tn.env.ID, Revision: 1})
+	requests[authz.Promote] = call("POST", acme+"/projects/shop/stages/prod/promote", controlplane.StagePromote{Revision: 1})
+	requests[authz.ApprovePromotion] = call("POST", acme+"/projects/shop/promotions/prm-none/approve", nil)
+	requests[authz.Rollback] = call("POST", acme+"/projects/shop/stages/prod/rollback", controlplane.StageRollback{Environment: tn.env.ID, To: 999})
+	requests[authz.OverrideCompatibility] = call("POST", acme+"/projects/shop/stages/prod/deploy", controlplane.StageDeploy{Environment: tn.env.ID, Revision: 1, OverrideCompatibility: true})
+	requests[authz.FreezeEnvironment] = call("PUT", acme+"/environments/"+tn.env.ID+"/freeze", controlplane.FreezeRequest{Reason: "quarter-end close"})
+	requests[authz.FreezeStage] = call("PUT", acme+"/projects/shop/stages/prod/freeze", controlplane.FreezeRequest{Reason: "incident 42"})
+	requests[authz.ReadHealth] = call("GET", acme+"/environments/"+tn.env.ID+"/health", nil)
 	// Sharing a stage's targets is asked for by setting a stage: a role that may not set one is
 	// refused that first.
-	refusedAs := map[authz.Action]authz.Action{authz.ShareNamespaceTargets: authz.SetStage}
+	refusedAs := map[authz.Action]authz.Action{authz.ShareNamespaceTargets: authz.SetStage, authz.OverrideCompatibility: authz.Deploy}
 	if len(requests) != len(authz.Actions) {
 		t.Fatalf("%d requests for %d actions", len(requests), len(authz.Actions))
 	}
@@ -153,9 +163,14 @@ func TestCapabilityMatrixThroughTheAPI(t *testing.T) {
 	// uninstall request names a proxy that is not deployed: allowed roles get past
 	// authorization to the 404 (hostile_test.go, TestProjectScope, uninstalls for real).
 	tn.deployApplied(t, "orders")
+	// Requests that get past authorization to a refusal of their own: the uninstall, rollback
+	// and approval name nothing that exists (404), and stage prod promotes from no stage (409).
 	succeeded := func(action authz.Action, code int) bool {
-		if action == authz.Uninstall {
+		switch action {
+		case authz.Uninstall, authz.Rollback, authz.ApprovePromotion:
 			return code == 404
+		case authz.Promote:
+			return code == 409
 		}
 		return code >= 200 && code <= 299
 	}

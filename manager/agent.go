@@ -17,8 +17,10 @@ import (
 	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -91,6 +93,9 @@ type Agent struct {
 
 	invMu sync.Mutex // guards inv's creation
 	inv   *proxyInventory
+	// kindSupport: the Control Plane announced CapKindSupport, so heartbeats carry
+	// SchemaOnlyKinds (an older Control Plane would refuse the field).
+	kindSupport atomic.Bool
 }
 
 // Validate reports a configuration the Manager cannot run with, saying what to set. An empty
@@ -265,6 +270,9 @@ func (a *Agent) Heartbeat(ctx context.Context) (*protocol.HeartbeatResponse, err
 	}
 	a.inv.confirm(hb, &resp)
 	a.inv.useStatus(&resp)
+	if slices.Contains(resp.Capabilities, protocol.CapKindSupport) {
+		a.kindSupport.Store(true)
+	}
 	return &resp, nil
 }
 
@@ -308,6 +316,7 @@ func (a *Agent) post(ctx context.Context, path string, body, out any) error {
 // acknowledged again with its recorded outcome.
 func (a *Agent) handle(ctx context.Context, cmd protocol.Command) {
 	log := a.cfg.Log.WithValues("command", cmd.ID, "type", cmd.Type)
+	row, _ := protocol.CommandTypeOf(cmd.Type)
 	outcome, seen, err := a.recorded(ctx, cmd.ID)
 	if err != nil {
 		log.Error(err, "cannot read applied command ids; not applying")
@@ -315,8 +324,16 @@ func (a *Agent) handle(ctx context.Context, cmd protocol.Command) {
 	}
 	if !seen {
 		outcome = a.applySafely(ctx, cmd)
-		if err := a.record(ctx, cmd.ID, outcome); err != nil {
-			log.Error(err, "cannot record the command outcome; it will be acknowledged later")
+		// A command that changes nothing runs again if delivered again; the outcome of one that
+		// changes the cluster is recorded first, without its prediction (bounded by
+		// protocol.MaxPreviewBytes, too large for the state ConfigMap's 500 entries), so a
+		// restart never applies it twice.
+		kept := outcome
+		kept.Preview = nil
+		if !row.ChangesNothing {
+			if err := a.record(ctx, cmd.ID, kept); err != nil {
+				log.Error(err, "cannot record the command outcome; it will be acknowledged later")
+			}
 		}
 		a.metrics.commands.WithLabelValues(cmd.Type, outcome.Status).Inc()
 		log.Info("command done", "status", outcome.Status, "message", outcome.Message)

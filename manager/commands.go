@@ -19,6 +19,7 @@ import (
 	"github.com/nexo-io/nexo-edge/contract/protocol"
 	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/preview"
 )
 
 // legacyWorkloadConfig is why legacy workload configuration is refused (docs/protocol.md).
@@ -38,6 +39,7 @@ var handlers = map[string]handler{
 	protocol.Rollout:   (*Agent).rollout,
 	protocol.Upgrade:   (*Agent).upgrade,
 	protocol.Uninstall: (*Agent).uninstall,
+	protocol.Preview:   (*Agent).preview,
 }
 
 // commandCapabilities are the capabilities of the command types this Manager executes.
@@ -80,75 +82,24 @@ func (a *Agent) upgrade(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		installed, by, cmd.TargetVersion)
 }
 
-// deploy validates every manifest first (nexo.io kind, allowed namespace, valid signature for
-// this environment, a revision not older than the object's, ownership), then has the API server
-// validate every one of them (server-side apply with dryRun=All), and writes nothing unless all
-// pass; only then are they applied. A failure while applying (the API server changed its mind
-// between dry run and apply, or went away) is reported with what was applied.
+// deploy validates every manifest first (prepare), then has the API server validate every one
+// of them (a server-side apply with dryRun=All, through preview.Run, which also predicts what
+// each proxy the manifests touch will run), and writes nothing unless all pass; only then are
+// they applied. The acknowledgement carries the prediction for the proxies, so the Control Plane
+// can tell when they run it. A failure while applying (the API server changed its mind between
+// dry run and apply, or went away) is reported with what was applied.
 func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
-	trusted, err := a.trustedKeys()
+	objs, adopted, refused := a.prepare(ctx, cmd, "applied")
+	if refused != nil {
+		return *refused
+	}
+	predicted, err := preview.Run(ctx, a.client, objs, a.previewOptions())
 	if err != nil {
-		return failed("cannot read the trusted signing keys: %v; nothing was applied", err)
+		return failed("%v; nothing was applied", err)
 	}
-	audience, owner := a.environment(), a.OwnerID()
-	var objs []*unstructured.Unstructured
-	var adopted []string
-	for i, raw := range cmd.Manifests {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(raw); err != nil {
-			return failed("manifest %d is not an object: %v; nothing was applied", i, err)
-		}
-		where := fmt.Sprintf("manifest %d (%s %s/%s)", i, u.GetKind(), u.GetNamespace(), u.GetName())
-		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
-			return failed("%s: only nexo.io kinds are deployed (a raw workload object is legacy workload configuration: send the equivalent Nexo objects instead); nothing was applied", where)
-		}
-		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
-			return failed("%s: namespace not named by the command (%s); nothing was applied", where, strings.Join(cmd.Namespaces, ", "))
-		}
-		if w := a.cfg.WatchNamespaces; len(w) > 0 && !slices.Contains(w, u.GetNamespace()) {
-			return failed("%s: this installation serves only %s (its OperatorGroup's target namespaces, --watch-namespaces); nothing was applied", where, strings.Join(w, ", "))
-		}
-		if !a.cfg.Limits.AllowsNamespace(u.GetNamespace()) {
-			return failed("%s: namespace %s is outside this cluster's deploy limit (%s); %s; nothing was applied", where, u.GetNamespace(), limitList(a.cfg.Limits.Namespaces), protocol.NamespaceLimitHint(u.GetNamespace()))
-		}
-		if img, _, _ := unstructured.NestedString(u.Object, "spec", "proxyImage"); img != "" && !a.cfg.Limits.AllowsImage(img) {
-			return failed("%s: image %s is outside this cluster's image repositories (%s); %s; nothing was applied", where, img, limitList(a.cfg.Limits.ImageRepositories), imageHint(img))
-		}
-		signed, err := signature.Verify(u, trusted, audience)
-		if err != nil {
-			return failed("%s: %v; nothing was applied", where, err)
-		}
-		existing := &unstructured.Unstructured{}
-		existing.SetGroupVersionKind(u.GroupVersionKind())
-		err = a.client.Get(ctx, client.ObjectKeyFromObject(u), existing)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return failed("%s: %v; nothing was applied", where, err)
-		case existing.GetLabels()[wire.OwnerLabel] == owner:
-		case a.cfg.AllowAdoption && existing.GetAnnotations()[wire.AdoptAnnotation] == "true":
-			adopted = append(adopted, where)
-		default:
-			return failed("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true); nothing was applied", where, wire.AdoptAnnotation)
-		}
-		if err == nil {
-			if have := existingRevision(existing); signed.Revision < have {
-				return failed("%s: signature revision %d is older than revision %d in the cluster (an older manifest replayed); nothing was applied", where, signed.Revision, have)
-			}
-		}
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[wire.OwnerLabel] = owner // labels are not part of the signature
-		u.SetLabels(labels)
-		u.SetManagedFields(nil)
-		u.SetResourceVersion("")
-		objs = append(objs, u)
-	}
-	for _, u := range objs {
-		if err := a.client.Patch(ctx, u.DeepCopy(), client.Apply, client.FieldOwner(wire.ManagerFieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
-			return failed("the API server refused %s %s/%s: %v; nothing was applied", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	for _, o := range predicted.Objects {
+		if o.Outcome == protocol.ObjectRefused {
+			return failed("the API server refused %s %s/%s: %s; nothing was applied", o.Kind, o.Namespace, o.Name, o.Reason)
 		}
 	}
 	for i, u := range objs {
@@ -163,7 +114,108 @@ func (a *Agent) deploy(ctx context.Context, cmd protocol.Command) protocol.Ack {
 	if len(adopted) > 0 {
 		msg += "; adopted " + strings.Join(adopted, ", ")
 	}
-	return protocol.Ack{Status: protocol.Applied, Message: msg}
+	predicted.Objects = nil // the Control Plane has the manifests; the proxies' revisions are the news
+	return protocol.Ack{Status: protocol.Applied, Message: msg, Preview: predicted}
+}
+
+// preview answers what a deploy of the command's manifests would do, checked exactly as a
+// deploy checks them (prepare) and dry-run by the API server: it writes nothing.
+func (a *Agent) preview(ctx context.Context, cmd protocol.Command) protocol.Ack {
+	objs, _, refused := a.prepare(ctx, cmd, "previewed")
+	if refused != nil {
+		return *refused
+	}
+	res, err := preview.Run(ctx, a.client, objs, a.previewOptions())
+	if err != nil {
+		return failed("%v; nothing was previewed", err)
+	}
+	s := res.Summary
+	return protocol.Ack{Status: protocol.Applied, Preview: res, Message: fmt.Sprintf(
+		"previewed %d objects: %d created, %d changed, %d unchanged, %d refused; %d proxies roll, %d refused; nothing was changed",
+		len(objs), s.Created, s.Changed, s.Unchanged, s.Refused, s.Rolls, s.ProxiesRefused)}
+}
+
+// previewOptions are how this Manager previews: as the field manager it applies with, and over
+// every NexoProxy of a namespace (a shared pipeline may be used by a proxy it does not own).
+func (a *Agent) previewOptions() preview.Options {
+	return preview.Options{FieldManager: wire.ManagerFieldManager, OperatorNamespace: a.cfg.Namespace,
+		Proxies: func(ctx context.Context, ns string) ([]nexov1alpha1.NexoProxy, error) {
+			var list nexov1alpha1.NexoProxyList
+			err := a.client.List(ctx, &list, client.InNamespace(ns))
+			return list.Items, err
+		}}
+}
+
+// prepare checks every manifest of a deploy or a preview before anything reaches the API
+// server (nexo.io kind, allowed namespace, valid signature for this environment, a revision
+// not older than the object's, ownership) and returns them ready to apply (owner label set).
+// A refusal says "nothing was <done>".
+func (a *Agent) prepare(ctx context.Context, cmd protocol.Command, done string) ([]*unstructured.Unstructured, []string, *protocol.Ack) {
+	refuse := func(format string, args ...any) ([]*unstructured.Unstructured, []string, *protocol.Ack) {
+		ack := failed(format+"; nothing was "+done, args...)
+		return nil, nil, &ack
+	}
+	trusted, err := a.trustedKeys()
+	if err != nil {
+		return refuse("cannot read the trusted signing keys: %v", err)
+	}
+	audience, owner := a.environment(), a.OwnerID()
+	var objs []*unstructured.Unstructured
+	var adopted []string
+	for i, raw := range cmd.Manifests {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(raw); err != nil {
+			return refuse("manifest %d is not an object: %v", i, err)
+		}
+		where := fmt.Sprintf("manifest %d (%s %s/%s)", i, u.GetKind(), u.GetNamespace(), u.GetName())
+		if _, ok := catalog.Lookup(u.GetKind()); !ok || u.GroupVersionKind().Group != catalog.Group {
+			return refuse("%s: only nexo.io kinds are deployed (a raw workload object is legacy workload configuration: send the equivalent Nexo objects instead)", where)
+		}
+		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
+			return refuse("%s: namespace not named by the command (%s)", where, strings.Join(cmd.Namespaces, ", "))
+		}
+		if w := a.cfg.WatchNamespaces; len(w) > 0 && !slices.Contains(w, u.GetNamespace()) {
+			return refuse("%s: this installation serves only %s (its OperatorGroup's target namespaces, --watch-namespaces)", where, strings.Join(w, ", "))
+		}
+		if !a.cfg.Limits.AllowsNamespace(u.GetNamespace()) {
+			return refuse("%s: namespace %s is outside this cluster's deploy limit (%s); %s", where, u.GetNamespace(), limitList(a.cfg.Limits.Namespaces), protocol.NamespaceLimitHint(u.GetNamespace()))
+		}
+		if img, _, _ := unstructured.NestedString(u.Object, "spec", "proxyImage"); img != "" && !a.cfg.Limits.AllowsImage(img) {
+			return refuse("%s: image %s is outside this cluster's image repositories (%s); %s", where, img, limitList(a.cfg.Limits.ImageRepositories), imageHint(img))
+		}
+		signed, err := signature.Verify(u, trusted, audience)
+		if err != nil {
+			return refuse("%s: %v", where, err)
+		}
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(u.GroupVersionKind())
+		err = a.client.Get(ctx, client.ObjectKeyFromObject(u), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return refuse("%s: %v", where, err)
+		case existing.GetLabels()[wire.OwnerLabel] == owner:
+		case a.cfg.AllowAdoption && existing.GetAnnotations()[wire.AdoptAnnotation] == "true":
+			adopted = append(adopted, where)
+		default:
+			return refuse("%s already exists and is not owned by this Manager; it is left untouched (to adopt it, run the Manager with --allow-adoption and annotate it %s=true)", where, wire.AdoptAnnotation)
+		}
+		if err == nil {
+			if have := existingRevision(existing); signed.Revision < have {
+				return refuse("%s: signature revision %d is older than revision %d in the cluster (an older manifest replayed)", where, signed.Revision, have)
+			}
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[wire.OwnerLabel] = owner // labels are not part of the signature
+		u.SetLabels(labels)
+		u.SetManagedFields(nil)
+		u.SetResourceVersion("")
+		objs = append(objs, u)
+	}
+	return objs, adopted, nil
 }
 
 // existingRevision is the signature revision of an object in the cluster (0 when unsigned).

@@ -52,6 +52,9 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 	}
 	for _, c := range nexo {
 		hb.InstalledKinds = append(hb.InstalledKinds, c.Spec.Names.Kind)
+		if a.kindSupport.Load() && c.Labels[catalog.SupportLabel] == string(catalog.SchemaOnly) {
+			hb.SchemaOnlyKinds = append(hb.SchemaOnlyKinds, c.Spec.Names.Kind)
+		}
 		if c.Spec.Names.Kind == "NexoPipeline" {
 			hb.PipelineKinds = pipelineKinds(&c)
 		}
@@ -61,6 +64,7 @@ func (a *Agent) Inventory(ctx context.Context) (*protocol.Heartbeat, error) {
 		hb.BundleVersion, hb.InstalledBy = installedBundle(op.Labels)
 	}
 	sort.Strings(hb.InstalledKinds)
+	sort.Strings(hb.SchemaOnlyKinds)
 	if len(nexo) > 0 { // no Nexo CRD installed: no fingerprint to report (not the empty set's)
 		hb.SchemaFingerprint, _ = fingerprint.Of(nexo)
 	}

@@ -12,6 +12,9 @@ const (
 	Rollout   = "rollout"
 	Upgrade   = "upgrade"
 	Uninstall = "uninstall"
+	// Preview is a deploy that changes nothing: the Manager validates the signed manifests as a
+	// deploy would, has the API server dry-run them, and answers what they would do (Preview).
+	Preview = "preview"
 )
 
 // WorkloadConfig is the legacy workload configuration of earlier Managers: raw workload settings
@@ -42,6 +45,9 @@ type CommandType struct {
 	// LeavesDeployedSet: once queued, the proxy it names leaves the deployed set, so no later
 	// rollout re-creates it.
 	LeavesDeployedSet bool
+	// ChangesNothing: the command only looks. The Manager records no outcome for it and runs it
+	// again when it is delivered again; the Control Plane keeps its answer (a preview's).
+	ChangesNothing bool
 	// Summary says what the command does, for docs and refusals.
 	Summary string
 }
@@ -56,6 +62,8 @@ var Commands = []CommandType{
 		Summary: "report whether the installed bundle is the target version"},
 	{Name: Uninstall, Capability: CapUninstall, CarriesProxies: true, LeavesDeployedSet: true,
 		Summary: "delete one Manager-owned NexoProxy; owner references remove its children"},
+	{Name: Preview, Capability: CapPreview, ChangesNothing: true,
+		Summary: "what a deploy of signed nexo.io manifests would do, from a server-side dry run and the operator's rendering; changes nothing"},
 }
 
 // CommandTypeOf returns the row of a command type name.

@@ -42,8 +42,11 @@ func TestEveryCommandTypeIsDocumented(t *testing.T) {
 		if c.CountsAgainstEntitlement && !c.CarriesProxies {
 			t.Errorf("%s counts against the entitlement but carries no proxies", c.Name)
 		}
-		row := fmt.Sprintf("| `%s` | `%s` | %s | %s | %s | %s | %s |", c.Name, c.Capability, yes(c.CarriesProxies),
-			yes(c.CountsAgainstEntitlement), yes(c.MayAddProxies), set, c.Summary)
+		if c.ChangesNothing && (c.CarriesProxies || c.EntersDeployedSet || c.LeavesDeployedSet) {
+			t.Errorf("%s changes nothing but carries proxies or moves the deployed set", c.Name)
+		}
+		row := fmt.Sprintf("| `%s` | `%s` | %s | %s | %s | %s | %s | %s |", c.Name, c.Capability, yes(c.CarriesProxies),
+			yes(c.CountsAgainstEntitlement), yes(c.MayAddProxies), set, yes(c.ChangesNothing), c.Summary)
 		if !strings.Contains(string(doc), row+"\n") {
 			t.Errorf("docs/protocol.md, \"Commands\", lacks the row\n%s", row)
 		}

@@ -17,6 +17,7 @@ const (
 	CapRollout           = "command.rollout"
 	CapUpgrade           = "command.upgrade"
 	CapUninstall         = "command.uninstall"
+	CapPreview           = "command.preview"
 	CapBundleVersion     = "inventory.bundle-version"
 	CapCRDKinds          = "inventory.crd-kinds"
 	CapSchemaFingerprint = "inventory.schema-fingerprint"
@@ -31,6 +32,10 @@ const (
 	// revision. The Control Plane announces it in HeartbeatResponse.Capabilities; a Manager sends
 	// the fields only once it has seen it (a stricter, older Control Plane would refuse them).
 	CapProxyStatus = "proxy.status"
+	// CapKindSupport: heartbeats carry SchemaOnlyKinds, the installed kinds whose CRD says the
+	// installed operator does not reconcile them. Announced by the Control Plane like
+	// CapProxyStatus; a Manager sends the field once it has seen it.
+	CapKindSupport = "inventory.kind-support"
 )
 
 // Heartbeat is the Manager's periodic report.
@@ -56,6 +61,9 @@ type Heartbeat struct {
 	PipelineKinds     map[string][]string `json:"pipelineKinds,omitempty"`
 	InstalledKinds    []string            `json:"installedKinds,omitempty"`
 	SchemaFingerprint string              `json:"schemaFingerprint,omitempty"`
+	// SchemaOnlyKinds (with CapKindSupport) are the installed kinds whose CRD is labelled
+	// nexo.io/support=schema-only: stored, never reconciled by the installed operator.
+	SchemaOnlyKinds []string `json:"schemaOnlyKinds,omitempty"`
 
 	// With CapInventoryDelta, Deployments stays empty: the Manager sends what changed since the
 	// inventory the Control Plane last confirmed. InventoryBase is that inventory's digest (the
@@ -164,6 +172,9 @@ const (
 type Ack struct {
 	Status  string `json:"status"`
 	Message string `json:"message"`
+	// Preview is what the manifests do (a preview's answer) or were predicted to do when they
+	// were applied (a deploy's proxies; its objects are left out): see preview.go.
+	Preview *PreviewResult `json:"preview,omitempty"`
 }
 
 // Error is the body of every non-2xx response.

@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ func (c Caller) May(action Action, tenant, project string) (string, bool) {
 		return "", false
 	}
 	for _, b := range c.Principal.Bindings {
-		if b.Project != "" && b.Project != project {
+		if b.Project != "" && b.Project != project && !slices.Contains(anyProject, action) {
 			continue
 		}
 		if Can(b.Role, action) {

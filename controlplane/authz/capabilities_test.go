@@ -26,6 +26,16 @@ func TestCapabilityMatrix(t *testing.T) {
 		ReadTargets:           "yyyy",
 		ReadAudit:             "y---",
 		ReadEntitlement:       "y---",
+		CreateRevision:        "yyy-",
+		ReadChanges:           "yyyy",
+		Preview:               "yyy-",
+		Promote:               "yyy-",
+		ApprovePromotion:      "yy--",
+		Rollback:              "yy--",
+		OverrideCompatibility: "yy--",
+		FreezeEnvironment:     "y---",
+		FreezeStage:           "yy--",
+		ReadHealth:            "yyyy",
 	}
 	if len(want) != len(Actions) {
 		t.Fatalf("%d actions, the table has %d", len(Actions), len(want))

@@ -62,6 +62,10 @@ var addedColumns = []struct{ table, column, decl string }{
 	{"command_proxies", "claims", "INTEGER NOT NULL DEFAULT 1"},
 	// The capabilities of the environment's last heartbeat, a JSON list (protocol.Heartbeat).
 	{"heartbeats", "capabilities", "TEXT NOT NULL DEFAULT '[]'"},
+	// A stage's promotion policy (storage.Promotion).
+	{"stages", "promotes_from", "TEXT NOT NULL DEFAULT ''"},
+	{"stages", "soak_seconds", "INTEGER NOT NULL DEFAULT 0"},
+	{"stages", "requires_approval", "INTEGER NOT NULL DEFAULT 0"},
 }
 
 func migrate(db *sql.DB) error {
@@ -118,6 +122,35 @@ CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit history is append-only: records cannot be changed'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit history is append-only: records cannot be deleted'); END;
+`
+
+// changesSchema holds change management (changes.go): a project's numbered revisions, what
+// each stage deployed where (and when it became Synced there), the answers of previews and the
+// predictions of deploys, freezes, promotions and their approvals.
+const changesSchema = `
+CREATE TABLE IF NOT EXISTS revisions (
+  tenant_id TEXT NOT NULL, project TEXT NOT NULL, number INTEGER NOT NULL, author TEXT NOT NULL,
+  message TEXT NOT NULL, created TEXT NOT NULL, digest TEXT NOT NULL, manifests TEXT NOT NULL,
+  PRIMARY KEY (tenant_id, project, number));
+CREATE TABLE IF NOT EXISTS stage_deployments (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant_id TEXT NOT NULL, project TEXT NOT NULL, stage TEXT NOT NULL,
+  env_id TEXT NOT NULL, revision INTEGER NOT NULL, command_id TEXT NOT NULL UNIQUE, via TEXT NOT NULL,
+  promotion_id TEXT NOT NULL DEFAULT '', created TEXT NOT NULL, synced_since TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS stage_deployments_stage ON stage_deployments(tenant_id, project, stage, env_id, seq);
+CREATE INDEX IF NOT EXISTS stage_deployments_env ON stage_deployments(env_id, seq);
+CREATE TABLE IF NOT EXISTS command_results (command_id TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS previews (
+  command_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project TEXT NOT NULL, stage TEXT NOT NULL,
+  env_id TEXT NOT NULL, revision INTEGER NOT NULL, inventory_digest TEXT NOT NULL, created TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS freezes (
+  tenant_id TEXT NOT NULL, scope TEXT NOT NULL, target TEXT NOT NULL, reason TEXT NOT NULL,
+  until TEXT NOT NULL DEFAULT '', by TEXT NOT NULL, created TEXT NOT NULL, PRIMARY KEY (tenant_id, scope, target));
+CREATE TABLE IF NOT EXISTS promotions (
+  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, project TEXT NOT NULL, from_stage TEXT NOT NULL,
+  to_stage TEXT NOT NULL, revision INTEGER NOT NULL, promoter TEXT NOT NULL, state TEXT NOT NULL,
+  created TEXT NOT NULL, message TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS promotion_approvals (
+  promotion_id TEXT NOT NULL, approver TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (promotion_id, approver));
 `
 
 const entitlementSchema = `

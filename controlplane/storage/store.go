@@ -102,7 +102,7 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises anyway, and a request's transaction holds it
-	if _, err := db.Exec(schema + auditSchema + tenancySchema + entitlementSchema); err != nil {
+	if _, err := db.Exec(schema + auditSchema + tenancySchema + entitlementSchema + changesSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("create schema: %w", err)
 	}

@@ -222,15 +222,27 @@ func (s *Store) ProjectExists(ctx context.Context, tenant, name string) (bool, e
 type StoredStage struct {
 	targeting.Stage
 	Shared bool
+	// Promotion is where the stage takes its revisions from, if anywhere (changes.go).
+	Promotion Promotion
+}
+
+// Promotion is a stage's promotion policy: the stage it promotes from ("" for none), how long
+// a revision must have been Synced on every target of that stage, and whether a project
+// manager other than the promoter must approve.
+type Promotion struct {
+	From             string `json:"from,omitempty"`
+	SoakSeconds      int64  `json:"soakSeconds,omitempty"`
+	RequiresApproval bool   `json:"requiresApproval,omitempty"`
 }
 
 // SetStage creates or replaces a project's stage.
 func (s *Store) SetStage(ctx context.Context, tenant string, st StoredStage) error {
 	envs, _ := json.Marshal(st.Environments)
 	nss, _ := json.Marshal(st.NamespaceTargets)
-	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO stages(tenant_id, project, name, environments, namespaces, shared) VALUES(?,?,?,?,?,?)
-		ON CONFLICT(tenant_id, project, name) DO UPDATE SET environments = excluded.environments, namespaces = excluded.namespaces, shared = excluded.shared`,
-		tenant, st.Project, st.Name, string(envs), string(nss), st.Shared)
+	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO stages(tenant_id, project, name, environments, namespaces, shared, promotes_from, soak_seconds, requires_approval) VALUES(?,?,?,?,?,?,?,?,?)
+		ON CONFLICT(tenant_id, project, name) DO UPDATE SET environments = excluded.environments, namespaces = excluded.namespaces, shared = excluded.shared,
+		promotes_from = excluded.promotes_from, soak_seconds = excluded.soak_seconds, requires_approval = excluded.requires_approval`,
+		tenant, st.Project, st.Name, string(envs), string(nss), st.Shared, st.Promotion.From, st.Promotion.SoakSeconds, st.Promotion.RequiresApproval)
 	return err
 }
 
@@ -252,7 +264,7 @@ func (s *Store) Stages(ctx context.Context, tenant string) ([]StoredStage, error
 }
 
 func (s *Store) stages(ctx context.Context, where string, args ...any) ([]StoredStage, error) {
-	rows, err := s.q(ctx).QueryContext(ctx, `SELECT project, name, environments, namespaces, shared FROM stages `+where+` ORDER BY project, name`, args...)
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT project, name, environments, namespaces, shared, promotes_from, soak_seconds, requires_approval FROM stages `+where+` ORDER BY project, name`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +273,7 @@ func (s *Store) stages(ctx context.Context, where string, args ...any) ([]Stored
 	for rows.Next() {
 		var st StoredStage
 		var envs, nss string
-		if err := rows.Scan(&st.Project, &st.Name, &envs, &nss, &st.Shared); err != nil {
+		if err := rows.Scan(&st.Project, &st.Name, &envs, &nss, &st.Shared, &st.Promotion.From, &st.Promotion.SoakSeconds, &st.Promotion.RequiresApproval); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal([]byte(envs), &st.Environments); err != nil {

@@ -32,26 +32,29 @@ var below = map[string][]string{
 	"controllers/render": {"catalog", "api", "config", "contract"},
 	"controllers":        {"catalog", "api", "config", "contract", "controllers/render"},
 	"preflight":          {"catalog", "api", "config", "contract", "controllers/render", "releases"},
+	// What a deploy would do (a server-side dry run and the operator's rendering): the Manager
+	// answers previews with it, nexoctl diff runs it from a terminal.
+	"preview": {"catalog", "api", "config", "contract", "controllers/render"},
 	// The binaries' trees.
 	"operator": {"catalog", "api", "config", "contract", "controllers", "controllers/render"},
-	"manager":  {"catalog", "api", "config", "contract"},
+	"manager":  {"catalog", "api", "config", "contract", "preview"},
 	// The reference Control Plane in layers: decisions, storage, authorization, then the HTTP
 	// handlers and the command line (controlplane, controlplane/cli).
 	"controlplane/targeting": {"catalog", "api", "config", "contract"},
 	"controlplane/storage":   {"catalog", "api", "config", "contract", "controlplane/targeting"},
 	"controlplane/authz":     {"catalog", "api", "config", "contract", "controlplane/targeting", "controlplane/storage"},
 	"controlplane":           {"catalog", "api", "config", "contract", "controlplane/targeting", "controlplane/storage", "controlplane/authz"},
-	"nexoctl":                {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
+	"nexoctl":                {"catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases", "preview"},
 	// Thin mains: each its own tree and what that tree may import.
 	"cmd/operator":     {"operator", "catalog", "api", "config", "contract", "controllers", "controllers/render"},
-	"cmd/manager":      {"manager", "catalog", "api", "config", "contract"},
+	"cmd/manager":      {"manager", "catalog", "api", "config", "contract", "preview"},
 	"cmd/controlplane": {"controlplane", "catalog", "api", "config", "contract"},
-	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases"},
+	"cmd/nexoctl":      {"nexoctl", "catalog", "api", "config", "charts", "contract", "controllers/render", "preflight", "releases", "preview"},
 	// Test tooling: the product, never a test suite or hack/.
-	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases",
+	"test/framework": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases", "preview",
 		"operator", "manager", "controlplane", "controlplane/targeting", "controlplane/storage", "controlplane/authz", "nexoctl"},
 	// Development tools: anything but the test suites.
-	"hack": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases",
+	"hack": {"catalog", "api", "config", "charts", "contract", "controllers/render", "controllers", "preflight", "releases", "preview",
 		"operator", "manager", "controlplane", "controlplane/targeting", "controlplane/storage", "controlplane/authz", "nexoctl", "test/framework"},
 }
 

@@ -1,0 +1,91 @@
+// The compatibility gate (docs/controlplane.md, "Change management"): before a revision is
+// queued to an environment (a deploy, a preview, a rollback, a promotion), its objects are
+// checked against what the environment's Manager last reported of its installed bundle (the
+// promotion contract): every kind installed there, none schema-only there, and every pipeline
+// step in a slot that environment's NexoPipeline accepts it in. An environment whose Manager does
+// not report the promotion contract (0.2.0) has unknown compatibility: only a project manager
+// or a tenant admin may override that, and the override is audited.
+
+package controlplane
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
+	"github.com/nexo-io/nexo-edge/contract/protocol"
+)
+
+// compatible refuses (409) a revision the environment cannot run, naming the kind, the slot and
+// the environment's bundle; with unknown compatibility it refuses unless the request overrides
+// and its caller may.
+func (s *Server) compatible(r *http.Request, req commandRequest, objs []*unstructured.Unstructured) error {
+	env := req.env.ID
+	caps, heard, err := s.cfg.Store.Capabilities(r.Context(), env)
+	if err != nil {
+		return err
+	}
+	var hb protocol.Heartbeat
+	if heard {
+		_, body, err := s.cfg.Store.LastHeartbeat(r.Context(), env)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(body), &hb); err != nil {
+			return fmt.Errorf("stored heartbeat of %s: %w", env, err)
+		}
+	}
+	if !slices.Contains(caps, protocol.CapPromotionContract) {
+		manager := "has never sent a heartbeat"
+		if heard {
+			manager = fmt.Sprintf("(%s) does not report the promotion contract (%s)", orUnknown(hb.ManagerVersion), protocol.CapPromotionContract)
+		}
+		if !req.override {
+			return fail(http.StatusConflict, "compatibility unknown: environment %s's Manager %s, so this Control Plane cannot check that it runs revision %d; nothing was queued. Upgrade its installation, or a project manager sends the request again with overrideCompatibility",
+				env, manager, req.revision.Number)
+		}
+		// mayOverride authorized the override when the request was read.
+		auditOf(r).reason = strings.TrimPrefix(auditOf(r).reason+"; ", "; ") + fmt.Sprintf("compatibility with %s unknown (its Manager %s): overridden by %s", env, manager, req.caller.Actor())
+		return nil
+	}
+	bundle := fmt.Sprintf("bundle %s, installed by %s", orUnknown(hb.BundleVersion), orUnknown(hb.InstalledBy))
+	for _, u := range objs {
+		kind := u.GetKind()
+		switch {
+		case !slices.Contains(hb.InstalledKinds, kind):
+			return fail(http.StatusConflict, "revision %d uses %s (%s), which environment %s does not install (%s); nothing was queued: upgrade that installation first",
+				req.revision.Number, kind, objectID(u), env, bundle)
+		case slices.Contains(hb.SchemaOnlyKinds, kind):
+			return fail(http.StatusConflict, "revision %d uses %s (%s), which is schema-only in environment %s (%s): its operator stores such objects and never runs them; nothing was queued",
+				req.revision.Number, kind, objectID(u), env, bundle)
+		}
+		if kind != "NexoPipeline" {
+			continue
+		}
+		p := &nexov1alpha1.NexoPipeline{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+			return fail(http.StatusBadRequest, "%s is not a valid NexoPipeline: %s", objectID(u), truncate(err.Error(), 200))
+		}
+		for _, ref := range p.Refs() {
+			accepted := hb.PipelineKinds[string(ref.Slot)]
+			if !slices.Contains(accepted, ref.Kind) {
+				return fail(http.StatusConflict, "revision %d: NexoPipeline %s/%s puts %s in slot %s, which environment %s's NexoPipeline does not accept there (%s; it accepts %s); nothing was queued",
+					req.revision.Number, u.GetNamespace(), u.GetName(), ref.Kind, ref.Slot, env, bundle, orUnknown(strings.Join(accepted, ", ")))
+			}
+		}
+	}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
