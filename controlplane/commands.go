@@ -81,6 +81,11 @@ func (s *Server) place(r *http.Request, req commandRequest) (string, error) {
 	if !ok {
 		return "", fail(http.StatusBadRequest, "unknown command type %q: use %s", truncate(req.cmd.Type, 40), strings.Join(protocol.CommandNames(), ", "))
 	}
+	if p := req.stage; p != nil && row.CarriesProxies {
+		if err := s.refuseFrozen(ctx, p.tenant, req.env.ID, p.stage.Project, p.stage.Name); err != nil {
+			return "", err
+		}
+	}
 	objs, err := preparers[row.Name](s, ctx, &req)
 	if err != nil {
 		return "", err
@@ -94,11 +99,6 @@ func (s *Server) place(r *http.Request, req commandRequest) (string, error) {
 	origin := storage.Origin{}
 	if p := req.stage; p != nil {
 		origin = p.origin()
-		if row.CarriesProxies {
-			if err := s.refuseFrozen(ctx, p.tenant, req.env.ID, p.stage.Project, p.stage.Name); err != nil {
-				return "", err
-			}
-		}
 		if err := s.ownedByProject(ctx, req.env.ID, *p, objs); err != nil {
 			return "", err
 		}
