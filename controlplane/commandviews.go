@@ -29,6 +29,9 @@ const (
 type CommandView struct {
 	storage.CommandRecord
 	Proxies []CommandProxy `json:"proxies,omitempty"`
+	// Result is what the acknowledgement brought back: a preview's answer, or the proxies a
+	// deploy was predicted to move (protocol.Ack.Preview).
+	Result *protocol.PreviewResult `json:"result,omitempty"`
 }
 
 // CommandProxy is one proxy of a command and what the cluster last reported of it.
@@ -103,6 +106,11 @@ func (s *Server) commandViews(ctx context.Context, envID string, cmds []storage.
 		out[i].CommandRecord = c
 		for _, ref := range refs[c.ID] {
 			out[i].Proxies = append(out[i].Proxies, commandProxy(c, ref, inv))
+		}
+		if c.Status == storage.CommandApplied && (c.Type == protocol.Preview || c.Type == protocol.Deploy) {
+			if out[i].Result, err = s.commandResult(ctx, c.ID); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

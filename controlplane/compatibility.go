@@ -24,7 +24,8 @@ import (
 
 // compatible refuses (409) a revision the environment cannot run, naming the kind, the slot and
 // the environment's bundle; with unknown compatibility it refuses unless the request overrides
-// and its caller may.
+// (mayOverride checked that its caller may). An environment whose Manager never reported is not
+// refused, as a command's capability is not (advertised): the record says it was not checked.
 func (s *Server) compatible(r *http.Request, req commandRequest, objs []*unstructured.Unstructured) error {
 	env := req.env.ID
 	caps, heard, err := s.cfg.Store.Capabilities(r.Context(), env)
@@ -41,11 +42,14 @@ func (s *Server) compatible(r *http.Request, req commandRequest, objs []*unstruc
 			return fmt.Errorf("stored heartbeat of %s: %w", env, err)
 		}
 	}
+	if !heard {
+		// As for a command's capability (advertised): an environment never heard from is not
+		// refused; its Manager checks every object when it applies, and the record says so.
+		auditOf(r).reason = strings.TrimPrefix(auditOf(r).reason+"; ", "; ") + fmt.Sprintf("compatibility with %s not checked: its Manager has not reported yet", env)
+		return nil
+	}
 	if !slices.Contains(caps, protocol.CapPromotionContract) {
-		manager := "has never sent a heartbeat"
-		if heard {
-			manager = fmt.Sprintf("(%s) does not report the promotion contract (%s)", orUnknown(hb.ManagerVersion), protocol.CapPromotionContract)
-		}
+		manager := fmt.Sprintf("(%s) does not report the promotion contract (%s)", orUnknown(hb.ManagerVersion), protocol.CapPromotionContract)
 		if !req.override {
 			return fail(http.StatusConflict, "compatibility unknown: environment %s's Manager %s, so this Control Plane cannot check that it runs revision %d; nothing was queued. Upgrade its installation, or a project manager sends the request again with overrideCompatibility",
 				env, manager, req.revision.Number)

@@ -286,6 +286,7 @@ func envCmd(out io.Writer, call caller) *cobra.Command {
 	}
 	env.AddCommand(create, show, list, rotate, install)
 	env.AddCommand(envTenancyCmds(out, call)...)
+	env.AddCommand(envChangeCmds(out, call)...)
 	return env
 }
 

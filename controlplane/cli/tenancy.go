@@ -225,6 +225,9 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 
 	stage := &cobra.Command{Use: "stage", Short: "A project's stages: where they deploy, and deploying through them"}
 	var envSel, nsSel []string
+	var promotesFrom string
+	var soak time.Duration
+	var approval bool
 	set := &cobra.Command{
 		Use: "set NAME --tenant T --project P --environments k=v[,k=v] --namespaces k=v[,k=v]", Short: "Create or replace a stage's selectors (exact labels)",
 		Args: cobra.ExactArgs(1),
@@ -237,16 +240,23 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := call("PUT", base()+"/projects/"+project+"/stages/"+args[0], controlplane.StageSpec{Environments: envs, Namespaces: nss}, nil); err != nil {
+			spec := controlplane.StageSpec{Environments: envs, Namespaces: nss, PromotesFrom: promotesFrom, SoakSeconds: int64(soak.Seconds()), RequiresApproval: approval}
+			if err := call("PUT", base()+"/projects/"+project+"/stages/"+args[0], spec, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "stage %s/%s/%s selects environments %s and namespace targets %s\n", tenant, project, args[0], targeting.Selector(envs), targeting.Selector(nss))
+			if promotesFrom != "" {
+				fmt.Fprintf(out, "it takes revisions by promotion from stage %s after %s Synced there%s\n", promotesFrom, soak, map[bool]string{true: ", with a project manager's approval", false: ""}[approval])
+			}
 			return nil
 		},
 	}
 	projectFlag(set)
 	set.Flags().StringSliceVar(&envSel, "environments", nil, "the environment selector, key=value pairs")
 	set.Flags().StringSliceVar(&nsSel, "namespaces", nil, "the namespace-target selector, key=value pairs")
+	set.Flags().StringVar(&promotesFrom, "promotes-from", "", "the stage this one takes revisions from (promote); a direct deploy is then refused")
+	set.Flags().DurationVar(&soak, "soak", 0, "with --promotes-from: how long a revision must have been Synced on every environment of that stage")
+	set.Flags().BoolVar(&approval, "requires-approval", false, "with --promotes-from: a project manager other than the promoter approves each promotion")
 	targetsCmd := &cobra.Command{
 		Use: "targets NAME --tenant T --project P", Short: "Every environment and namespace target: eligible, deployable, and why not", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -264,33 +274,48 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 	}
 	projectFlag(targetsCmd)
 	var env, ns, file, image, proxy string
+	var revision int64
+	var message string
+	var override bool
 	deploy := &cobra.Command{
-		Use: "deploy NAME --tenant T --project P --env ENV --namespace NS -f FILE", Short: "Deploy nexo.io manifests through the stage", Args: cobra.ExactArgs(1),
+		Use: "deploy NAME --tenant T --project P --env ENV (--revision N | --namespace NS -f FILE)", Short: "Deploy a project revision through the stage (raw manifests are recorded as a new revision first)", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			objs, err := manifest.Load(file, os.Stdin)
-			if err != nil {
-				return err
-			}
-			req := controlplane.StageDeploy{Environment: env, Namespace: ns}
-			for _, o := range objs {
-				j, err := o.MarshalJSON()
+			req := controlplane.StageDeploy{Environment: env, Namespace: ns, Revision: revision, Message: message, OverrideCompatibility: override}
+			if file != "" {
+				objs, err := manifest.Load(file, os.Stdin)
 				if err != nil {
 					return err
 				}
-				req.Manifests = append(req.Manifests, j)
+				for _, o := range objs {
+					j, err := o.MarshalJSON()
+					if err != nil {
+						return err
+					}
+					req.Manifests = append(req.Manifests, j)
+				}
 			}
-			var r map[string]string
+			var r controlplane.DeployAnswer
 			if err := call("POST", base()+"/projects/"+project+"/stages/"+args[0]+"/deploy", req, &r); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "command %s queued for %s/%s\n", r["id"], env, ns)
+			fmt.Fprintf(out, "command %s queued for %s: revision %d\n", r.ID, env, r.Revision)
+			if p := r.Preview; p != nil {
+				if p.EnvironmentChanged {
+					fmt.Fprintf(out, "previewed as %s, but the environment changed since: the preview may no longer hold\n", p.ID)
+				} else {
+					fmt.Fprintf(out, "previewed as %s; the environment has not changed since\n", p.ID)
+				}
+			}
 			return nil
 		},
 	}
 	projectFlag(deploy)
 	deploy.Flags().StringVar(&env, "env", "", "the environment")
-	deploy.Flags().StringVar(&ns, "namespace", "", "the namespace target")
-	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests: a file or folder, - for stdin")
+	deploy.Flags().Int64Var(&revision, "revision", 0, "the project revision to deploy")
+	deploy.Flags().StringVar(&ns, "namespace", "", "with -f: the namespace target of the manifests")
+	deploy.Flags().StringVarP(&file, "filename", "f", "", "manifests to record as a new revision and deploy: a file or folder, - for stdin")
+	deploy.Flags().StringVar(&message, "message", "", "with -f: the new revision's message")
+	deploy.Flags().BoolVar(&override, "override-compatibility", false, "deploy where the environment's compatibility is unknown (a project manager or tenant admin)")
 	rollout := &cobra.Command{
 		Use: "rollout NAME --tenant T --project P --env ENV --image IMAGE", Short: "Roll out a proxy image through the stage", Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -324,7 +349,8 @@ func tenancyCmds(out io.Writer, call caller) []*cobra.Command {
 	uninstall.Flags().StringVar(&env, "env", "", "the environment")
 	uninstall.Flags().StringVar(&proxy, "proxy", "", "namespace/name")
 	stage.AddCommand(set, targetsCmd, deploy, rollout, uninstall)
-	return []*cobra.Command{tenantCmd, principal, projectCmd, stage}
+	stage.AddCommand(stageChangeCmds(out, call)...)
+	return []*cobra.Command{tenantCmd, principal, projectCmd, stage, revisionCmd(out, call), promotionCmd(out, call), previewCmd(out, call)}
 }
 
 // envTenancyCmds are env label and env target, added to env.
