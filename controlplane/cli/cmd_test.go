@@ -248,3 +248,98 @@ func TestTenancyCommands(t *testing.T) {
 		t.Errorf("audit verify: %v\n%s", err, out)
 	}
 }
+
+// The change-management commands against a real Control Plane: revisions and their diff, a
+// preview answered by a (scripted) Manager and printed, a freeze that a deploy names, health,
+// status and promotions.
+func TestChangeManagementCommands(t *testing.T) {
+	dir := t.TempDir()
+	p := func(n string) string { return filepath.Join(dir, n) }
+	server := serve(t, dir, "--heartbeat-interval", "5s")
+	ctx := context.Background()
+	common := []string{"--server", server, "--admin-token-file", p("admin")}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(t, ctx, append(common, args...)...)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	run("tenant", "create", "acme")
+	run("project", "create", "shop", "--tenant", "acme")
+	run("tenant", "entitlement", "acme", "--max-proxies", "5", "--expires", time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339))
+	envID := strings.Fields(run("env", "create", "eu", "--tenant", "acme", "--token-out", p("token")))[1]
+	run("env", "label", envID, "env=prod", "--tenant", "acme")
+	run("env", "target", envID, "web", "tier=web", "--tenant", "acme")
+	run("stage", "set", "prod", "--tenant", "acme", "--project", "shop", "--environments", "env=prod", "--namespaces", "tier=web")
+	scope := []string{"--tenant", "acme", "--project", "shop"}
+	for i, ops := range []int{5, 20} {
+		file := p(fmt.Sprintf("r%d.yaml", i))
+		_ = os.WriteFile(file, []byte(fmt.Sprintf("apiVersion: nexo.io/v1alpha1\nkind: NexoRateLimit\nmetadata: {name: rl, namespace: web}\nspec: {operationsPerSecond: %d}\n", ops)), 0o644)
+		if out := run(append([]string{"revision", "create", "-f", file, "--message", fmt.Sprintf("%d per second", ops)}, scope...)...); !strings.Contains(out, fmt.Sprintf("revision %d of project acme/shop: 1 objects, sha256:", i+1)) {
+			t.Errorf("revision create: %s", out)
+		}
+	}
+	if out := run(append([]string{"revision", "list"}, scope...)...); !strings.Contains(out, "20 per second") || strings.Index(out, "\n2 ") > strings.Index(out, "\n1 ") {
+		t.Errorf("revision list (newest first):\n%s", out)
+	}
+	if out := run(append([]string{"revision", "diff", "1", "2"}, scope...)...); !strings.Contains(out, "changed NexoRateLimit web/rl") || !strings.Contains(out, "replace /spec/operationsPerSecond = 20") {
+		t.Errorf("revision diff:\n%s", out)
+	}
+	// The environment's Manager: it reports its limits, then answers the preview.
+	token, _ := os.ReadFile(p("token"))
+	post := func(path string, body any, out any) {
+		t.Helper()
+		raw, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", server+path, bytes.NewReader(raw))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode >= 300 {
+			t.Fatalf("%s: %v %v", path, err, resp)
+		}
+		defer resp.Body.Close()
+		if out != nil {
+			_ = json.NewDecoder(resp.Body).Decode(out)
+		}
+	}
+	var hb protocol.HeartbeatResponse
+	beat := protocol.Heartbeat{ProtocolVersion: protocol.Version, ClusterID: "c1", Capabilities: []string{protocol.CapPreview, protocol.CapDeploy},
+		Limits: &protocol.Limits{Namespaces: []string{"web"}, ImageRepositories: []string{}}}
+	post("/v1/heartbeat", beat, &hb)
+	// A Manager that reports no promotion contract: compatibility unknown, overridden (the admin).
+	queued := run(append([]string{"stage", "preview", "prod", "--env", envID, "--revision", "2", "--override-compatibility"}, scope...)...)
+	id := strings.Fields(queued)[1]
+	post("/v1/heartbeat", beat, &hb)
+	if len(hb.Commands) != 1 || hb.Commands[0].ID != id {
+		t.Fatalf("delivered %+v", hb.Commands)
+	}
+	post("/v1/commands/"+id+"/ack", protocol.Ack{Status: protocol.Applied, Preview: &protocol.PreviewResult{
+		Objects: []protocol.ObjectPreview{{Kind: "NexoRateLimit", Namespace: "web", Name: "rl", Outcome: protocol.ObjectChanged, Changes: []protocol.FieldChange{{Op: "replace", Path: "/spec/operationsPerSecond", Value: 20}}}},
+		Proxies: []protocol.ProxyPreview{{Namespace: "web", Name: "orders", Before: "aaa", After: "bbb", Outcome: protocol.ProxyRolls}},
+		Summary: protocol.PreviewSummary{Changed: 1, Rolls: 1}}}, nil)
+	shown := run(append([]string{"preview", "show", id}, scope...)...)
+	for _, want := range []string{"revision 2 in " + envID + ": 0 created, 1 changed", "NexoRateLimit web/rl  changed  replace /spec/operationsPerSecond", "web/orders  aaa     bbb    rolls"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("preview show lacks %q:\n%s", want, shown)
+		}
+	}
+	run(append([]string{"stage", "freeze", "prod", "--reason", "incident 7"}, scope...)...)
+	if out, err := runCLI(t, ctx, append(common, append([]string{"stage", "deploy", "prod", "--env", envID, "--revision", "2"}, scope...)...)...); err == nil || !strings.Contains(err.Error()+out, "incident 7") {
+		t.Errorf("deploy into a frozen stage: %v %s", err, out)
+	}
+	run(append([]string{"stage", "thaw", "prod"}, scope...)...)
+	if out := run(append([]string{"stage", "deploy", "prod", "--env", envID, "--revision", "2", "--override-compatibility"}, scope...)...); !strings.Contains(out, "revision 2") || !strings.Contains(out, "previewed as "+id) {
+		t.Errorf("deploy of the previewed revision: %s", out)
+	}
+	if out := run(append([]string{"stage", "status", "prod"}, scope...)...); !strings.Contains(out, envID) || !strings.Contains(out, "Pending") {
+		t.Errorf("stage status:\n%s", out)
+	}
+	if out := run("env", "health", envID, "--tenant", "acme"); !strings.Contains(out, "healthy") || !strings.Contains(out, "promotion contract false") {
+		t.Errorf("env health: %s", out)
+	}
+	if out, err := runCLI(t, ctx, append(common, append([]string{"stage", "promote", "prod", "--revision", "2"}, scope...)...)...); err == nil || !strings.Contains(err.Error()+out, "promotes from no stage") {
+		t.Errorf("promote into a stage without an upstream: %v %s", err, out)
+	}
+}
