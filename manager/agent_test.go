@@ -297,6 +297,18 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 	if v.Inventory.BundleVersion != "0.1.9" {
 		t.Errorf("bundle version %q after the installed operator changed to 0.1.9", v.Inventory.BundleVersion)
 	}
+	// Once the Control Plane announced inventory.kind-support, the heartbeat names the installed
+	// kinds whose CRD says schema-only: what the compatibility gate refuses there.
+	var schemaOnly []string
+	for _, k := range catalog.Kinds {
+		if k.Support == catalog.SchemaOnly {
+			schemaOnly = append(schemaOnly, k.Kind)
+		}
+	}
+	slices.Sort(schemaOnly)
+	if !slices.Equal(v.Inventory.SchemaOnlyKinds, schemaOnly) {
+		t.Errorf("schema-only kinds %v, want %v", v.Inventory.SchemaOnlyKinds, schemaOnly)
+	}
 	before = op.DeepCopy()
 	op.Labels["helm.sh/chart"] = "nexo-edge-" + catalog.BuildVersion
 	_ = k8s.Patch(context.Background(), op, client.MergeFrom(before))

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/nexo-io/nexo-edge/nexoctl/cliopts"
+	"github.com/nexo-io/nexo-edge/nexoctl/diffcmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/installcmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/preflightcmd"
 	"github.com/nexo-io/nexo-edge/nexoctl/schemacmd"
@@ -37,13 +38,13 @@ func NewRootCmd(o *cliopts.Options) *cobra.Command {
 	inst.GroupID, uninst.GroupID = "install", "install"
 	pre, status := preflightcmd.NewCmd(o), statuscmd.NewCmd(o)
 	pre.GroupID, status.GroupID = "checks", "checks"
-	sign, verify := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o)
-	sign.GroupID, verify.GroupID = "gitops", "gitops"
+	sign, verify, diff := signcmd.NewSignCmd(o), signcmd.NewVerifyCmd(o), diffcmd.NewCmd(o)
+	sign.GroupID, verify.GroupID, diff.GroupID = "gitops", "gitops", "gitops"
 	support := supportcmd.NewCmd(o)
 	support.GroupID = "checks"
 	schema := schemacmd.NewCmd(o)
 	schema.GroupID = "checks"
-	root.AddCommand(inst, uninst, pre, status, support, sign, verify, schema, versioncmd.NewCmd(o))
+	root.AddCommand(inst, uninst, pre, status, support, sign, verify, diff, schema, versioncmd.NewCmd(o))
 	registerCompletions(root, status, o)
 	return root
 }
@@ -58,7 +59,7 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errOut io.Write
 	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)
 	code := cliopts.Code(err)
-	if err != nil && code != cliopts.ExitFailed || err != nil && o.Output == cliopts.OutputText {
+	if err != nil && !cliopts.Said(err) && (code != cliopts.ExitFailed || o.Output == cliopts.OutputText) {
 		fmt.Fprintln(errOut, "Error:", err)
 	}
 	return code

@@ -48,6 +48,9 @@ func New(in io.Reader, out, errOut io.Writer) *Options {
 type ExitError struct {
 	Code int
 	Err  error
+	// Said: the command already printed what the exit code means (nexoctl diff's changes), so
+	// main prints no "Error:" line for it.
+	Said bool
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -56,6 +59,17 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // Fail is an error that exits with code.
 func Fail(code int, format string, args ...any) error {
 	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// Exit is an exit code whose meaning the command already printed.
+func Exit(code int) error {
+	return &ExitError{Code: code, Err: fmt.Errorf("exit status %d", code), Said: true}
+}
+
+// Said reports whether err's meaning was already printed.
+func Said(err error) bool {
+	var e *ExitError
+	return errors.As(err, &e) && e.Said
 }
 
 // Code maps an error to an exit code: nil → 0, ExitError → its code, anything else (usage) → 2.
