@@ -164,7 +164,12 @@ demo-check: ## Assert on nexoctl status/preflight -o json against the running de
 
 .PHONY: bench-heartbeat
 bench-heartbeat: cluster-tools ## The Manager's heartbeat bytes and memory at 1,000, 5,000 and 20,000 owned proxies (test/scale).
-	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m -run '^$$' -bench . -benchtime 1x ./test/scale/
+	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m -run '^$$' -bench Heartbeat -benchtime 1x ./test/scale/
+
+.PHONY: bench-changes
+bench-changes: cluster-tools ## A preview over 1,000 proxies (Manager time, answer bytes) and a promotion to 100 environments (Control Plane time).
+	go test -count=1 -timeout 30m -run '^$$' -bench Preview1000Proxies -benchtime 1x ./test/scale/
+	go test -count=1 -run '^$$' -bench PromoteTo100Environments -benchtime 5x ./controlplane/
 
 BENCH_N ?= 1000
 .PHONY: bench

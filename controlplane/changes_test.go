@@ -177,18 +177,18 @@ func TestDeployRunsARevisionUntilSynced(t *testing.T) {
 	if len(cmds) != 2 || cmds[1].Type != protocol.Deploy || len(cmds[1].Manifests) != 2 {
 		t.Fatalf("delivered: %+v", cmds)
 	}
-	if st := status(); st.State != controlplane.RunProgressing || st.Proxies[0].Predicted != "new" || st.Proxies[0].GraphRevision != "old" {
+	if st := status(); st.State != controlplane.RunProgressing || st.Proxies[0].Predicted != "new" || st.Proxies[0].GraphRevision != "old" || st.Running != 0 {
 		t.Fatalf("applied, still on the old graph: %+v", st)
 	}
 	hb.Deployments = []protocol.Deployment{ready("web", "orders", "new")}
 	tn.manager(t, tn.env, hb, nil)
 	st := status()
-	if st.State != controlplane.RunSynced || st.SyncedSince == nil {
+	if st.State != controlplane.RunSynced || st.SyncedSince == nil || st.Running != rev {
 		t.Fatalf("on the predicted revision: %+v", st)
 	}
 	hb.Deployments = []protocol.Deployment{{Namespace: "web", Name: "orders", GraphRevision: "new", AvailableRevision: "new", Phase: "Degraded"}}
 	tn.manager(t, tn.env, hb, nil)
-	if st := status(); st.State != controlplane.RunDegraded || st.SyncedSince != nil {
+	if st := status(); st.State != controlplane.RunDegraded || st.SyncedSince != nil || st.Running != rev {
 		t.Fatalf("Degraded: %+v", st)
 	}
 	if code := tn.do("POST", shop+"/stages/prod/deploy", editor, controlplane.StageDeploy{Environment: tn.env.ID, Revision: rev, Namespace: "web"}, &e); code != 400 || !strings.Contains(e.Error, "not both") {

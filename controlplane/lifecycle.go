@@ -355,10 +355,13 @@ const (
 	RunDegraded    = "Degraded"    // a proxy is Degraded or Failed, or the operator refused its graph
 )
 
-// StageRun is a stage's revision in one environment and how it runs there.
+// StageRun is a stage's revision in one environment (the one desired there) and how it runs.
 type StageRun struct {
 	storage.StageDeployment
-	State   string     `json:"state"`
+	State string `json:"state"`
+	// Running is the last revision the stage deployed there that was Synced (the desired one
+	// once it is; 0 when none ever was).
+	Running int64      `json:"running"`
 	Proxies []ProxyRun `json:"proxies,omitempty"`
 }
 
@@ -498,6 +501,9 @@ func (s *Server) stageStatus(w http.ResponseWriter, r *http.Request, _ authz.Cal
 		}
 		run, err := s.run(r.Context(), d, inventory)
 		if err != nil {
+			return err
+		}
+		if run.Running, err = s.cfg.Store.RunningRevision(r.Context(), p.tenant, p.stage.Project, p.stage.Name, d.Environment); err != nil {
 			return err
 		}
 		runs = append(runs, run)

@@ -36,8 +36,9 @@ type Config struct {
 }
 
 // Server serves the Manager protocol (/v1, managerapi.go) and the admin API (/admin,
-// environments.go, tenants.go, principals.go, projects.go, stagecommands.go, audit.go,
-// entitlement.go, keys.go); commands.go prepares, checks and queues every command.
+// environments.go, tenants.go, principals.go, projects.go, stagecommands.go, revisions.go,
+// lifecycle.go, freeze.go, audit.go, entitlement.go, keys.go); commands.go prepares, checks
+// (compatibility.go among them) and queues every command.
 type Server struct {
 	cfg   Config
 	auth  authz.Authenticator

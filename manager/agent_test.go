@@ -297,8 +297,16 @@ func TestFirstHeartbeatCarriesTheInventory(t *testing.T) {
 	if v.Inventory.BundleVersion != "0.1.9" {
 		t.Errorf("bundle version %q after the installed operator changed to 0.1.9", v.Inventory.BundleVersion)
 	}
-	// Once the Control Plane announced inventory.kind-support, the heartbeat names the installed
-	// kinds whose CRD says schema-only: what the compatibility gate refuses there.
+	// Once the Control Plane announced inventory.kind-support (its answer to the first
+	// heartbeat), the heartbeat names the installed kinds whose CRD says schema-only: what the
+	// compatibility gate refuses there.
+	if len(v.Inventory.SchemaOnlyKinds) != 0 {
+		t.Errorf("a first heartbeat sent schema-only kinds before the Control Plane announced it reads them: %v", v.Inventory.SchemaOnlyKinds)
+	}
+	again := newAgent(t)
+	round(t, again)
+	round(t, again)
+	cp.admin("GET", "/admin/environments/"+envID, nil, &v)
 	var schemaOnly []string
 	for _, k := range catalog.Kinds {
 		if k.Support == catalog.SchemaOnly {

@@ -77,13 +77,14 @@ func Run(ctx context.Context, c client.Client, objs []*unstructured.Unstructured
 		}
 	}
 	sort.Strings(namespaces)
+	read := &reads{c: c, seen: map[string]nexov1alpha1.Object{}}
 	for _, ns := range namespaces {
 		proxies, err := candidates(ctx, ns, after, opts)
 		if err != nil {
 			return nil, err
 		}
 		for i := range proxies {
-			p, err := proxyPreview(ctx, c, &proxies[i], after, touched, opts)
+			p, err := proxyPreview(ctx, read, &proxies[i], after, touched, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -197,9 +198,41 @@ func typedObject(s *runtime.Scheme, u *unstructured.Unstructured) (nexov1alpha1.
 	return obj, nil
 }
 
-// candidates are the namespace's proxies in the cluster, with the ones the objects create or
-// change in their new form.
-func candidates(ctx context.Context, ns string, after overlay, opts Options) ([]nexov1alpha1.NexoProxy, error) {
+// reads reads Nexo objects from the cluster once per preview: a graph shared by a thousand
+// proxies is read once, not a thousand times.
+type reads struct {
+	c    client.Client
+	seen map[string]nexov1alpha1.Object // nil value: not found
+}
+
+func (r *reads) get(ctx context.Context, kind, ns, name string) (nexov1alpha1.Object, error) {
+	k := key(kind, ns, name)
+	if o, ok := r.seen[k]; ok {
+		return o, nil
+	}
+	o, err := r.c.Scheme().New(nexov1alpha1.GroupVersion.WithKind(kind))
+	if err != nil {
+		return nil, fmt.Errorf("kind %s: %w", kind, err)
+	}
+	obj := o.(nexov1alpha1.Object)
+	if err := r.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		obj = nil
+	}
+	r.seen[k] = obj
+	return obj, nil
+}
+
+// candidate is a proxy the objects may touch: as the cluster holds it (nil when the objects
+// create it) and as it would be after.
+type candidate struct {
+	live, next *nexov1alpha1.NexoProxy
+}
+
+// candidates are the namespace's proxies in the cluster, and those the objects create.
+func candidates(ctx context.Context, ns string, after overlay, opts Options) ([]candidate, error) {
 	var live []nexov1alpha1.NexoProxy
 	if opts.Proxies != nil {
 		var err error
@@ -207,35 +240,32 @@ func candidates(ctx context.Context, ns string, after overlay, opts Options) ([]
 			return nil, fmt.Errorf("list the NexoProxies of %s: %w", ns, err)
 		}
 	}
+	out := make([]candidate, 0, len(live))
 	seen := map[string]bool{}
-	for _, p := range live {
+	for i := range live {
+		p := &live[i]
 		seen[p.Name] = true
+		next := p
+		if o, ok := after[key("NexoProxy", ns, p.Name)].(*nexov1alpha1.NexoProxy); ok {
+			next = o
+		}
+		out = append(out, candidate{live: p, next: next})
 	}
 	for _, o := range after {
 		if p, ok := o.(*nexov1alpha1.NexoProxy); ok && p.Namespace == ns && !seen[p.Name] {
-			live = append(live, *p)
+			out = append(out, candidate{next: p})
 		}
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].Name < live[j].Name })
-	return live, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].next.Name < out[j].next.Name })
+	return out, nil
 }
 
 // proxyPreview is what the objects do to one proxy, or nil when its graph holds none of them.
-func proxyPreview(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProxy, after overlay, touched map[string]bool, opts Options) (*protocol.ProxyPreview, error) {
-	live := &nexov1alpha1.NexoProxy{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, live)
-	switch {
-	case apierrors.IsNotFound(err):
-		live = nil
-	case err != nil:
-		return nil, err
-	}
-	next := p
-	if o, ok := after[key("NexoProxy", p.Namespace, p.Name)].(*nexov1alpha1.NexoProxy); ok {
-		next = o
-	}
-	fromCluster := getter(ctx, c, p.Namespace, nil)
-	fromAfter := getter(ctx, c, p.Namespace, after)
+func proxyPreview(ctx context.Context, read *reads, cand *candidate, after overlay, touched map[string]bool, opts Options) (*protocol.ProxyPreview, error) {
+	live, next := cand.live, cand.next
+	p := next
+	fromCluster := getter(ctx, read, p.Namespace, nil)
+	fromAfter := getter(ctx, read, p.Namespace, after)
 	newGraph, newRefs, why, err := resolve(next, fromAfter, opts.OperatorNamespace)
 	if err != nil {
 		return nil, err
@@ -287,24 +317,13 @@ func proxyPreview(ctx context.Context, c client.Client, p *nexov1alpha1.NexoProx
 // it, else the cluster's (nil, nil when it does not exist).
 type get func(kind, name string) (nexov1alpha1.Object, bool, error)
 
-func getter(ctx context.Context, c client.Client, ns string, after overlay) get {
+func getter(ctx context.Context, read *reads, ns string, after overlay) get {
 	return func(kind, name string) (nexov1alpha1.Object, bool, error) {
 		if o, ok := after[key(kind, ns, name)]; ok {
 			return o, true, nil
 		}
-		gvk := nexov1alpha1.GroupVersion.WithKind(kind)
-		o, err := c.Scheme().New(gvk)
-		if err != nil {
-			return nil, false, fmt.Errorf("kind %s: %w", kind, err)
-		}
-		obj := o.(nexov1alpha1.Object)
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, false, nil
-			}
-			return nil, false, err
-		}
-		return obj, false, nil
+		obj, err := read.get(ctx, kind, ns, name)
+		return obj, false, err
 	}
 }
 

@@ -188,7 +188,7 @@ func stageChangeCmds(out io.Writer, call caller) []*cobra.Command {
 			return err
 		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENVIRONMENT\tREVISION\tVIA\tSTATE\tSYNCED SINCE\tPROXIES")
+		fmt.Fprintln(tw, "ENVIRONMENT\tDESIRED\tRUNNING\tVIA\tSTATE\tSYNCED SINCE\tPROXIES")
 		for _, r := range res.Environments {
 			since := "-"
 			if r.SyncedSince != nil {
@@ -198,7 +198,11 @@ func stageChangeCmds(out io.Writer, call caller) []*cobra.Command {
 			for _, p := range r.Proxies {
 				proxies = append(proxies, fmt.Sprintf("%s/%s %s→%s %s", p.Namespace, p.Name, orDash(p.GraphRevision), orDash(p.Predicted), orDash(p.Phase)))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Environment, r.Revision, r.Via, r.State, since, orDash(strings.Join(proxies, ", ")))
+			running := "-"
+			if r.Running > 0 {
+				running = strconv.FormatInt(r.Running, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Environment, r.Revision, running, r.Via, r.State, since, orDash(strings.Join(proxies, ", ")))
 		}
 		return tw.Flush()
 	}

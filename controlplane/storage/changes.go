@@ -161,14 +161,28 @@ func (s *Store) RevisionApplied(ctx context.Context, tenant, project, envID stri
 	return count > 0, err
 }
 
-// SetSyncedSince records (t non-nil) or clears when a stage deployment became Synced.
+// SetSyncedSince records (t non-nil) or clears when a stage deployment became Synced; the first
+// time it was Synced is kept either way.
 func (s *Store) SetSyncedSince(ctx context.Context, commandID string, t *time.Time) error {
 	v := ""
 	if t != nil {
 		v = t.UTC().Format(time.RFC3339Nano)
 	}
-	_, err := s.q(ctx).ExecContext(ctx, `UPDATE stage_deployments SET synced_since = ? WHERE command_id = ?`, v, commandID)
+	_, err := s.q(ctx).ExecContext(ctx, `UPDATE stage_deployments SET synced_since = ?,
+		first_synced = CASE WHEN first_synced = '' THEN ? ELSE first_synced END WHERE command_id = ?`, v, v, commandID)
 	return err
+}
+
+// RunningRevision is the revision of the stage's last deployment to the environment that was
+// ever Synced there (0 when none): what runs while a newer one is still on its way.
+func (s *Store) RunningRevision(ctx context.Context, tenant, project, stage, envID string) (int64, error) {
+	var n int64
+	err := s.q(ctx).QueryRowContext(ctx, `SELECT revision FROM stage_deployments WHERE tenant_id = ? AND project = ? AND stage = ? AND env_id = ?
+		AND first_synced != '' ORDER BY seq DESC LIMIT 1`, tenant, project, stage, envID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }
 
 // SetCommandResult keeps what a command's acknowledgement brought back (a preview's answer, a

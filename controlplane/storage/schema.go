@@ -135,7 +135,8 @@ CREATE TABLE IF NOT EXISTS revisions (
 CREATE TABLE IF NOT EXISTS stage_deployments (
   seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant_id TEXT NOT NULL, project TEXT NOT NULL, stage TEXT NOT NULL,
   env_id TEXT NOT NULL, revision INTEGER NOT NULL, command_id TEXT NOT NULL UNIQUE, via TEXT NOT NULL,
-  promotion_id TEXT NOT NULL DEFAULT '', created TEXT NOT NULL, synced_since TEXT NOT NULL DEFAULT '');
+  promotion_id TEXT NOT NULL DEFAULT '', created TEXT NOT NULL, synced_since TEXT NOT NULL DEFAULT '',
+  first_synced TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS stage_deployments_stage ON stage_deployments(tenant_id, project, stage, env_id, seq);
 CREATE INDEX IF NOT EXISTS stage_deployments_env ON stage_deployments(env_id, seq);
 CREATE TABLE IF NOT EXISTS command_results (command_id TEXT PRIMARY KEY, body TEXT NOT NULL);

@@ -135,6 +135,8 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		oldToken []byte
 		// A token of Prometheus's ServiceAccount, bound to the metrics-reader role.
 		scraperToken string
+		// The license authority's key (the customer's licenses are signed with it).
+		vendorKey ed25519.PrivateKey
 	)
 	cp := func(args ...string) string {
 		cur.Helper()
@@ -220,9 +222,11 @@ func TestHostedPathEndToEnd(t *testing.T) {
 		})
 	})
 
-	// Register the environment; the token goes to the file the install command names.
+	// Register the environment, in tenant acme (its projects deploy through stages later); the
+	// token goes to the file the install command names.
 	step("register an environment", func(t *testing.T) {
-		created := cp("env", "create", "e2e", "--token-out", path("connect-token"))
+		cp("tenant", "create", "acme")
+		created := cp("env", "create", "e2e", "--tenant", "acme", "--token-out", path("connect-token"))
 		envID = regexp.MustCompile(`environment (\S+) `).FindStringSubmatch(created)[1]
 		install = installCommand(t, cp("env", "install-command", envID))
 	})
@@ -261,7 +265,8 @@ func TestHostedPathEndToEnd(t *testing.T) {
 	// The customer's own license (a test license authority: the one thing a test cannot get
 	// from the Control Plane is a license signed by the vendor's key).
 	step("a customer license", func(t *testing.T) {
-		vendorPub, vendorKey, _ := ed25519.GenerateKey(rand.Reader)
+		var vendorPub ed25519.PublicKey
+		vendorPub, vendorKey, _ = ed25519.GenerateKey(rand.Reader)
 		_ = os.WriteFile(path("license-authority.pem"), signature.MarshalPublicKey(vendorPub), 0o644)
 		doc, _ = license.Issue(license.Claims{Licensee: "Acme Corp", ExpiresAt: time.Now().Add(24 * time.Hour), MaxProxies: 2}, vendorKey)
 		for _, o := range []client.Object{
@@ -496,6 +501,9 @@ spec:
 			}
 		}
 	})
+
+	// A project's change lifecycle through stages (changes_test.go).
+	changeManagement(changeFlow{cpURL: cpURL, envID: envID, dir: dir, admin: admin, cli: cp, vendorKey: vendorKey, step: step})
 
 	// Leader election: a second operator replica waits; kill -9 the leader and the other takes
 	// over within the lease settings, and reconciles (a redeploy becomes Ready).
