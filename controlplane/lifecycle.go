@@ -121,6 +121,21 @@ func (s *Server) deployThroughStage(w http.ResponseWriter, r *http.Request, c au
 	return nil
 }
 
+// revisionThroughStage reads what a request naming a revision through the path's stage needs,
+// in the order every such request checks it: may the caller override compatibility (if it
+// asks), is the environment eligible for the stage, does the project have the revision.
+func (s *Server) revisionThroughStage(r *http.Request, c authz.Caller, envID string, n int64, override bool) (storage.Environment, stagePlan, storage.Revision, error) {
+	if err := mayOverride(r, c, override); err != nil {
+		return storage.Environment{}, stagePlan{}, storage.Revision{}, err
+	}
+	env, plan, err := s.stageRow(r, envID, "")
+	if err != nil {
+		return env, plan, storage.Revision{}, err
+	}
+	rev, err := s.projectRevision(r, n)
+	return env, plan, rev, err
+}
+
 // mayOverride refuses (403) a request asking to override compatibility from a caller who may
 // not, whether or not the environment's compatibility turns out to be unknown.
 func mayOverride(r *http.Request, c authz.Caller, override bool) error {
@@ -238,14 +253,7 @@ func (s *Server) previewThroughStage(w http.ResponseWriter, r *http.Request, c a
 	if err := decode(r, &req, smallBody); err != nil {
 		return err
 	}
-	if err := mayOverride(r, c, req.OverrideCompatibility); err != nil {
-		return err
-	}
-	env, plan, err := s.stageRow(r, req.Environment, "")
-	if err != nil {
-		return err
-	}
-	rev, err := s.projectRevision(r, req.Revision)
+	env, plan, rev, err := s.revisionThroughStage(r, c, req.Environment, req.Revision, req.OverrideCompatibility)
 	if err != nil {
 		return err
 	}
@@ -318,14 +326,7 @@ func (s *Server) rollbackThroughStage(w http.ResponseWriter, r *http.Request, c 
 	if err := decode(r, &req, smallBody); err != nil {
 		return err
 	}
-	if err := mayOverride(r, c, req.OverrideCompatibility); err != nil {
-		return err
-	}
-	env, plan, err := s.stageRow(r, req.Environment, "")
-	if err != nil {
-		return err
-	}
-	rev, err := s.projectRevision(r, req.To)
+	env, plan, rev, err := s.revisionThroughStage(r, c, req.Environment, req.To, req.OverrideCompatibility)
 	if err != nil {
 		return err
 	}
