@@ -186,7 +186,21 @@ func TestDeployRunsARevisionUntilSynced(t *testing.T) {
 	if st.State != controlplane.RunSynced || st.SyncedSince == nil || st.Running != rev {
 		t.Fatalf("on the predicted revision: %+v", st)
 	}
-	hb.Deployments = []protocol.Deployment{{Namespace: "web", Name: "orders", GraphRevision: "new", AvailableRevision: "new", Phase: "Degraded"}}
+	// A rollout through the stage re-signs the proxy: what its acknowledgement predicts
+	// supersedes the deploy's, so the run is Progressing until the proxy runs it, then Synced.
+	if code := tn.do("POST", shop+"/stages/prod/rollout", editor, controlplane.StageRollout{Environment: tn.env.ID, Image: "registry.example.com/nexo/proxy:2"}, &e); code != 201 {
+		t.Fatalf("rollout: %d %s", code, e.Error)
+	}
+	tn.manager(t, tn.env, hb, predicts("web", "orders", "rolled"))
+	if st := status(); st.State != controlplane.RunProgressing || st.Proxies[0].Predicted != "rolled" {
+		t.Fatalf("after the rollout, before the proxy runs it: %+v", st)
+	}
+	hb.Deployments = []protocol.Deployment{ready("web", "orders", "rolled")}
+	tn.manager(t, tn.env, hb, nil)
+	if st := status(); st.State != controlplane.RunSynced {
+		t.Fatalf("the rolled-out proxy Ready: %+v", st)
+	}
+	hb.Deployments = []protocol.Deployment{{Namespace: "web", Name: "orders", GraphRevision: "rolled", AvailableRevision: "rolled", Phase: "Degraded"}}
 	tn.manager(t, tn.env, hb, nil)
 	if st := status(); st.State != controlplane.RunDegraded || st.SyncedSince != nil || st.Running != rev {
 		t.Fatalf("Degraded: %+v", st)

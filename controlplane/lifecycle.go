@@ -397,10 +397,18 @@ func (s *Server) run(ctx context.Context, d storage.StageDeployment, inventory m
 	if err != nil {
 		return out, err
 	}
+	// What the deploy predicted, superseded per proxy by what a later command that moved it
+	// (a rollout re-signing it, another deploy) predicted: what the proxy should run now.
 	predicted := map[protocol.ObjectRef]protocol.ProxyPreview{}
-	if res, err := s.commandResult(ctx, d.CommandID); err != nil {
+	bodies, err := s.cfg.Store.ResultsSince(ctx, d.Environment, d.CommandID, movingTypes())
+	if err != nil {
 		return out, err
-	} else if res != nil {
+	}
+	for _, body := range bodies {
+		var res protocol.PreviewResult
+		if err := json.Unmarshal([]byte(body), &res); err != nil {
+			return out, fmt.Errorf("stored result after %s: %w", d.CommandID, err)
+		}
 		for _, p := range res.Proxies {
 			predicted[protocol.ObjectRef{Namespace: p.Namespace, Name: p.Name}] = p
 		}
@@ -437,6 +445,18 @@ func (s *Server) run(ctx context.Context, d storage.StageDeployment, inventory m
 		out.Proxies = append(out.Proxies, pr)
 	}
 	return out, nil
+}
+
+// movingTypes are the command types whose application moves proxies to new graph revisions
+// (their rows enter the deployed set): deploy and rollout. A preview's answer ran nowhere.
+func movingTypes() []string {
+	var out []string
+	for _, c := range protocol.Commands {
+		if c.EntersDeployedSet {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 // inventoryOf maps the environment's inventory by proxy.

@@ -237,10 +237,13 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 		return failed("%s; nothing was changed", msg)
 	}
 	resigned := map[string]bool{}
+	var predicted *protocol.PreviewResult
 	if len(cmd.Manifests) > 0 {
-		if ack := a.deploy(ctx, protocol.Command{Namespaces: cmd.Namespaces, Manifests: cmd.Manifests}); ack.Status != protocol.Applied {
+		ack := a.deploy(ctx, protocol.Command{Namespaces: cmd.Namespaces, Manifests: cmd.Manifests})
+		if ack.Status != protocol.Applied {
 			return ack
 		}
+		predicted = ack.Preview // the re-signed proxies' new graph revisions
 		for _, raw := range cmd.Manifests {
 			u := &unstructured.Unstructured{}
 			if u.UnmarshalJSON(raw) == nil {
@@ -288,7 +291,7 @@ func (a *Agent) rollout(ctx context.Context, cmd protocol.Command) protocol.Ack 
 	if len(outside) > 0 {
 		msg += fmt.Sprintf("; left %s alone: outside this cluster's deploy limit (%s)", strings.Join(outside, ", "), LimitsSetIn)
 	}
-	return protocol.Ack{Status: protocol.Applied, Message: msg}
+	return protocol.Ack{Status: protocol.Applied, Message: msg, Preview: predicted}
 }
 
 // unapproved says which proxies a rollout would move to an image their NexoDeploymentProfile

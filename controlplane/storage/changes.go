@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -190,6 +191,32 @@ func (s *Store) RunningRevision(ctx context.Context, tenant, project, stage, env
 func (s *Store) SetCommandResult(ctx context.Context, commandID, body string) error {
 	_, err := s.q(ctx).ExecContext(ctx, `INSERT INTO command_results(command_id, body) VALUES(?,?) ON CONFLICT(command_id) DO UPDATE SET body = excluded.body`, commandID, body)
 	return err
+}
+
+// ResultsSince returns, oldest first, what the applied commands of the given types in the
+// environment from the command id on (itself included) brought back: a later rollout's
+// prediction supersedes a deploy's for the proxies it re-signed.
+func (s *Store) ResultsSince(ctx context.Context, envID, id string, types []string) ([]string, error) {
+	args := []any{envID, CommandApplied, id}
+	marks := make([]string, len(types))
+	for i, t := range types {
+		marks[i], args = "?", append(args, t)
+	}
+	rows, err := s.q(ctx).QueryContext(ctx, `SELECT r.body FROM command_results r JOIN commands c ON c.id = r.command_id
+		WHERE c.env_id = ? AND c.status = ? AND c.seq >= (SELECT seq FROM commands WHERE id = ?) AND c.type IN (`+strings.Join(marks, ",")+`) ORDER BY c.seq`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, err
+		}
+		out = append(out, body)
+	}
+	return out, rows.Err()
 }
 
 // CommandResult returns what a command's acknowledgement brought back ("" when nothing).
