@@ -58,20 +58,22 @@ func BenchmarkTargetsQuery1000x20(b *testing.B) {
 
 // BenchmarkStageDeploy: one deploy of a new NexoProxy through a stage, through the server and
 // its SQLite file, in one transaction: authentication, the stage's targets over the tenant's
-// 100 environments, decoding and checking the manifest, ownership, the entitlement count over
-// the 2,000 proxies the environments report plus every deploy queued before it, signing,
-// enqueueing and the audit record.
+// 100 environments, decoding and checking the manifest, recording it as a revision, ownership,
+// the entitlement count over the 2,000 proxies the environments report plus every deploy
+// queued before it, the compatibility gate, signing, enqueueing and the audit record.
 func BenchmarkStageDeploy(b *testing.B) {
 	ctx := context.Background()
 	cp, store, must := benchTenant(b)
 	must(store.SetEntitlement(ctx, "acme", targeting.Entitlement{MaxProxies: 1 << 30, ExpiresAt: time.Now().Add(24 * time.Hour)}))
-	hb, _ := json.Marshal(protocol.Heartbeat{ProtocolVersion: protocol.Version, Limits: &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}})
+	beat := heartbeat("bench") // reports the promotion contract, so the compatibility gate runs in full
+	beat.Limits = &protocol.Limits{Namespaces: []string{"*"}, ImageRepositories: []string{"*"}}
+	hb, _ := json.Marshal(beat)
 	for i := range 100 {
 		id := fmt.Sprintf("env%03d", i)
 		must(store.CreateEnvironment(ctx, id, id, "hash-"+id))
 		must(store.AssignEnvironment(ctx, id, "acme"))
 		must(store.SetEnvironmentLabels(ctx, id, map[string]string{"env": "production"}))
-		must(store.RecordHeartbeat(ctx, id, string(hb), allCommands()))
+		must(store.RecordHeartbeat(ctx, id, string(hb), beat.Capabilities))
 		must(store.SetNamespaceTarget(ctx, id, "web", map[string]string{"tier": "web"}))
 		var proxies []protocol.Deployment
 		for j := range 20 {
