@@ -262,6 +262,20 @@ func TestPreviewIsKeptAndGoesStale(t *testing.T) {
 	if code := tn.do("GET", shop+"/previews/cmd-none", editor, nil, &e); code != 404 {
 		t.Errorf("a missing preview: %d", code)
 	}
+
+	// A preview its Manager never answers is dead-lettered like any command, and says so.
+	var unanswered struct{ ID string }
+	tn.do("POST", shop+"/stages/prod/preview", editor, controlplane.StagePreview{Environment: tn.env.ID, Revision: rev}, &unanswered)
+	for range storage.MaxDeliveries + 1 {
+		if code := tn.do("POST", "/v1/heartbeat", tn.env.Token, heartbeat("cluster-eu"), nil); code != 200 {
+			t.Fatalf("heartbeat: %d", code)
+		}
+	}
+	var dead controlplane.PreviewView
+	if code := tn.do("GET", shop+"/previews/"+unanswered.ID, editor, nil, &dead); code != 200 || dead.Command != storage.CommandDead ||
+		!strings.Contains(dead.CommandMessage, "not acknowledged after 5 deliveries") || dead.Result != nil {
+		t.Errorf("a preview never acknowledged: %d %+v", code, dead)
+	}
 }
 
 // The compatibility gate refuses before queueing: a schema-only kind there, a kind not
