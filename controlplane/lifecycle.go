@@ -389,11 +389,7 @@ func (s *Server) run(ctx context.Context, d storage.StageDeployment, inventory m
 		out.State = RunFailed
 		return out, nil
 	}
-	rev, err := s.cfg.Store.RevisionByNumber(ctx, d.Tenant, d.Project, d.Revision)
-	if err != nil {
-		return out, err
-	}
-	objs, err := revisionObjects(rev)
+	proxies, err := s.proxiesOf(ctx, d.Tenant, d.Project, d.Revision)
 	if err != nil {
 		return out, err
 	}
@@ -420,11 +416,7 @@ func (s *Server) run(ctx context.Context, d storage.StageDeployment, inventory m
 			out.State = state
 		}
 	}
-	for _, u := range objs {
-		if u.GetKind() != "NexoProxy" {
-			continue
-		}
-		ref := protocol.ObjectRef{Namespace: u.GetNamespace(), Name: u.GetName()}
+	for _, ref := range proxies {
 		pr := ProxyRun{Namespace: ref.Namespace, Name: ref.Name}
 		want, hasPrediction := predicted[ref]
 		pr.Predicted = want.After
@@ -444,6 +436,35 @@ func (s *Server) run(ctx context.Context, d storage.StageDeployment, inventory m
 		}
 		out.Proxies = append(out.Proxies, pr)
 	}
+	return out, nil
+}
+
+type revisionKey struct {
+	tenant, project string
+	number          int64
+}
+
+// proxiesOf are the NexoProxies of a revision, read once per server (revisions never change).
+func (s *Server) proxiesOf(ctx context.Context, tenant, project string, n int64) ([]protocol.ObjectRef, error) {
+	key := revisionKey{tenant, project, n}
+	if v, ok := s.revisionProxies.Load(key); ok {
+		return v.([]protocol.ObjectRef), nil
+	}
+	rev, err := s.cfg.Store.RevisionByNumber(ctx, tenant, project, n)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := revisionObjects(rev)
+	if err != nil {
+		return nil, err
+	}
+	var out []protocol.ObjectRef
+	for _, u := range objs {
+		if u.GetKind() == "NexoProxy" {
+			out = append(out, protocol.ObjectRef{Namespace: u.GetNamespace(), Name: u.GetName()})
+		}
+	}
+	s.revisionProxies.Store(key, out)
 	return out, nil
 }
 
@@ -472,9 +493,9 @@ func (s *Server) inventoryOf(ctx context.Context, env string) (map[protocol.Obje
 	return out, nil
 }
 
-// observeRuns records, after a heartbeat updated env's inventory, when each stage's revision
-// there became Synced (and forgets it when it no longer is): what a promotion's soak counts
-// from.
+// observeRuns records, after a heartbeat changed env's inventory or its Manager acknowledged a
+// command (the only events that change a run's state), when each stage's revision there became
+// Synced (and forgets it when it no longer is): what a promotion's soak counts from.
 func (s *Server) observeRuns(ctx context.Context, env string) error {
 	deployments, err := s.cfg.Store.EnvironmentStageDeployments(ctx, env)
 	if err != nil || len(deployments) == 0 {

@@ -81,13 +81,17 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("inventory of %s: %w", env.ID, err)
 	}
+	// A steady heartbeat (a delta that changes nothing) changes no stage's run.
+	moved := !slices.Contains(hb.Capabilities, protocol.CapInventoryDelta) || len(hb.Changed) > 0 || len(hb.Removed) > 0 || resync
 	hb.Deployments, hb.Changed, hb.Removed = nil, nil, nil
 	body, _ := json.Marshal(hb)
 	if err := s.cfg.Store.RecordHeartbeat(r.Context(), env.ID, string(body), hb.Capabilities); err != nil {
 		return err
 	}
-	if err := s.observeRuns(r.Context(), env.ID); err != nil {
-		return fmt.Errorf("stage runs of %s: %w", env.ID, err)
+	if moved {
+		if err := s.observeRuns(r.Context(), env.ID); err != nil {
+			return fmt.Errorf("stage runs of %s: %w", env.ID, err)
+		}
 	}
 	records, err := s.cfg.Store.Deliver(r.Context(), env.ID)
 	if err != nil {
@@ -165,6 +169,13 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 		}
 		if err := s.cfg.Store.SetCommandResult(r.Context(), id, string(body)); err != nil {
 			return err
+		}
+	}
+	if a.Status == protocol.Applied {
+		// An applied command may complete a stage's run (its proxies already report the
+		// predicted revision): the heartbeats that follow may change nothing.
+		if err := s.observeRuns(r.Context(), env.ID); err != nil {
+			return fmt.Errorf("stage runs of %s: %w", env.ID, err)
 		}
 	}
 	e.commandID, e.reason = id, a.Status

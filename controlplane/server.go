@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nexo-io/nexo-edge/controlplane/authz"
@@ -43,6 +44,9 @@ type Server struct {
 	cfg   Config
 	auth  authz.Authenticator
 	noise noiseLimiter
+	// revisionProxies caches the NexoProxies of each revision (revisions never change), which
+	// every evaluation of a stage's run reads (lifecycle.go).
+	revisionProxies sync.Map // revisionKey → []protocol.ObjectRef
 }
 
 // New prepares a Server to serve: it verifies the audit history against its checkpoint (refusing
