@@ -446,34 +446,39 @@ func summarize(r *protocol.PreviewResult) {
 }
 
 // bound keeps the answer within limit bytes: first the field changes go, then the unchanged
-// objects, then every object, then the proxies; Truncated says which.
+// objects, then every object, then the unchanged proxies, then every proxy; Truncated says
+// which. The summary is never cut.
 func bound(r *protocol.PreviewResult, limit int) {
 	size := func() int { b, _ := json.Marshal(r); return len(b) }
-	if size() <= limit {
-		return
+	steps := []struct {
+		what string
+		drop func()
+	}{
+		{"field changes", func() {
+			for i := range r.Objects {
+				r.Objects[i].Changes = nil
+			}
+		}},
+		{"unchanged objects", func() {
+			r.Objects = slices.DeleteFunc(r.Objects, func(o protocol.ObjectPreview) bool { return o.Outcome == protocol.ObjectUnchanged })
+		}},
+		{"every object", func() { r.Objects = nil }},
+		{"unchanged proxies", func() {
+			r.Proxies = slices.DeleteFunc(r.Proxies, func(p protocol.ProxyPreview) bool { return p.Outcome == protocol.ProxyUnchanged })
+		}},
+		{"every proxy", func() { r.Proxies = nil }},
 	}
 	var dropped []string
-	for i := range r.Objects {
-		r.Objects[i].Changes = nil
+	for _, step := range steps {
+		if size() <= limit {
+			break
+		}
+		step.drop()
+		dropped = append(dropped, step.what)
 	}
-	dropped = append(dropped, "field changes")
-	if size() > limit {
-		r.Objects = slices.DeleteFunc(r.Objects, func(o protocol.ObjectPreview) bool { return o.Outcome == protocol.ObjectUnchanged })
-		dropped = append(dropped, "unchanged objects")
+	if len(dropped) > 0 {
+		r.Truncated = fmt.Sprintf("the answer is larger than %d bytes: %s left out; the summary counts everything", limit, strings.Join(dropped, ", "))
 	}
-	if size() > limit {
-		r.Objects = nil
-		dropped = append(dropped, "every object")
-	}
-	if size() > limit {
-		r.Proxies = slices.DeleteFunc(r.Proxies, func(p protocol.ProxyPreview) bool { return p.Outcome == protocol.ProxyUnchanged })
-		dropped = append(dropped, "unchanged proxies")
-	}
-	if size() > limit {
-		r.Proxies = nil
-		dropped = append(dropped, "every proxy")
-	}
-	r.Truncated = fmt.Sprintf("the answer is larger than %d bytes: %s left out; the summary counts everything", limit, strings.Join(dropped, ", "))
 }
 
 func truncate(s string, n int) string {
