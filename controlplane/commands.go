@@ -93,7 +93,11 @@ func (s *Server) place(r *http.Request, req commandRequest) (string, error) {
 	if err := s.refuseLost(ctx, req.env); err != nil {
 		return "", err
 	}
-	if err := s.advertised(ctx, req.env, row); err != nil {
+	rep, err := s.lastReport(ctx, req.env.ID)
+	if err != nil {
+		return "", err
+	}
+	if err := advertised(req.env, rep, row); err != nil {
 		return "", err
 	}
 	origin := storage.Origin{}
@@ -108,7 +112,7 @@ func (s *Server) place(r *http.Request, req commandRequest) (string, error) {
 			}
 		}
 		if req.revision != nil {
-			if err := s.compatible(r, req, objs); err != nil {
+			if err := compatible(r, req, rep, objs); err != nil {
 				return "", err
 			}
 		}
@@ -120,22 +124,41 @@ func (s *Server) place(r *http.Request, req commandRequest) (string, error) {
 	return id, s.recordChange(r, req, id)
 }
 
+// report is what an environment's Manager said in its last heartbeat: its capabilities and the
+// rest of the heartbeat (no proxies). heard is false when it never sent one.
+type report struct {
+	heard bool
+	caps  []string
+	hb    protocol.Heartbeat
+}
+
+// lastReport reads the environment's last heartbeat once for every check that reads it
+// (advertised, compatible).
+func (s *Server) lastReport(ctx context.Context, envID string) (report, error) {
+	caps, heard, err := s.cfg.Store.Capabilities(ctx, envID)
+	if err != nil || !heard {
+		return report{}, err
+	}
+	rep := report{heard: true, caps: caps}
+	_, body, err := s.cfg.Store.LastHeartbeat(ctx, envID)
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal([]byte(body), &rep.hb); err != nil {
+		return rep, fmt.Errorf("stored heartbeat of %s: %w", envID, err)
+	}
+	return rep, nil
+}
+
 // advertised refuses (409) a command whose capability the environment's last heartbeat did not
 // advertise: its Manager would not run it. An environment never heard from is not refused: its
 // Manager's first heartbeat delivers the command, and a Manager acknowledges a command type it
 // does not know as failed.
-func (s *Server) advertised(ctx context.Context, env storage.Environment, row protocol.CommandType) error {
-	caps, heard, err := s.cfg.Store.Capabilities(ctx, env.ID)
-	if err != nil || !heard || slices.Contains(caps, row.Capability) {
-		return err
+func advertised(env storage.Environment, rep report, row protocol.CommandType) error {
+	if !rep.heard || slices.Contains(rep.caps, row.Capability) {
+		return nil
 	}
-	version := "an unknown version"
-	if _, body, err := s.cfg.Store.LastHeartbeat(ctx, env.ID); err == nil && body != "" {
-		var hb protocol.Heartbeat
-		if json.Unmarshal([]byte(body), &hb) == nil && hb.ManagerVersion != "" {
-			version = hb.ManagerVersion
-		}
-	}
+	version := orElse(rep.hb.ManagerVersion, "an unknown version")
 	return fail(http.StatusConflict, "environment %s's Manager (%s) does not advertise %s, so it cannot run a %s command; nothing was queued. Upgrade the Nexo Edge installation in that cluster (nexoctl install, helm upgrade or the OLM subscription), then send the command again",
 		env.ID, truncate(version, 80), row.Capability, row.Name)
 }

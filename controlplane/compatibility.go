@@ -9,7 +9,6 @@
 package controlplane
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -26,39 +25,25 @@ import (
 // the environment's bundle; with unknown compatibility it refuses unless the request overrides
 // (mayOverride checked that its caller may). An environment whose Manager never reported is not
 // refused, as a command's capability is not (advertised): the record says it was not checked.
-func (s *Server) compatible(r *http.Request, req commandRequest, objs []*unstructured.Unstructured) error {
-	env := req.env.ID
-	caps, heard, err := s.cfg.Store.Capabilities(r.Context(), env)
-	if err != nil {
-		return err
-	}
-	var hb protocol.Heartbeat
-	if heard {
-		_, body, err := s.cfg.Store.LastHeartbeat(r.Context(), env)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(body), &hb); err != nil {
-			return fmt.Errorf("stored heartbeat of %s: %w", env, err)
-		}
-	}
-	if !heard {
+func compatible(r *http.Request, req commandRequest, rep report, objs []*unstructured.Unstructured) error {
+	env, hb := req.env.ID, rep.hb
+	if !rep.heard {
 		// As for a command's capability (advertised): an environment never heard from is not
 		// refused; its Manager checks every object when it applies, and the record says so.
-		auditOf(r).reason = strings.TrimPrefix(auditOf(r).reason+"; ", "; ") + fmt.Sprintf("compatibility with %s not checked: its Manager has not reported yet", env)
+		addReason(r, fmt.Sprintf("compatibility with %s not checked: its Manager has not reported yet", env))
 		return nil
 	}
-	if !slices.Contains(caps, protocol.CapPromotionContract) {
-		manager := fmt.Sprintf("(%s) does not report the promotion contract (%s)", orUnknown(hb.ManagerVersion), protocol.CapPromotionContract)
+	if !slices.Contains(rep.caps, protocol.CapPromotionContract) {
+		manager := fmt.Sprintf("(%s) does not report the promotion contract (%s)", orElse(hb.ManagerVersion, "unknown"), protocol.CapPromotionContract)
 		if !req.override {
 			return fail(http.StatusConflict, "compatibility unknown: environment %s's Manager %s, so this Control Plane cannot check that it runs revision %d; nothing was queued. Upgrade its installation, or a project manager sends the request again with overrideCompatibility",
 				env, manager, req.revision.Number)
 		}
 		// mayOverride authorized the override when the request was read.
-		auditOf(r).reason = strings.TrimPrefix(auditOf(r).reason+"; ", "; ") + fmt.Sprintf("compatibility with %s unknown (its Manager %s): overridden by %s", env, manager, req.caller.Actor())
+		addReason(r, fmt.Sprintf("compatibility with %s unknown (its Manager %s): overridden by %s", env, manager, req.caller.Actor()))
 		return nil
 	}
-	bundle := fmt.Sprintf("bundle %s, installed by %s", orUnknown(hb.BundleVersion), orUnknown(hb.InstalledBy))
+	bundle := fmt.Sprintf("bundle %s, installed by %s", orElse(hb.BundleVersion, "unknown"), orElse(hb.InstalledBy, "unknown"))
 	for _, u := range objs {
 		kind := u.GetKind()
 		switch {
@@ -80,16 +65,18 @@ func (s *Server) compatible(r *http.Request, req commandRequest, objs []*unstruc
 			accepted := hb.PipelineKinds[string(ref.Slot)]
 			if !slices.Contains(accepted, ref.Kind) {
 				return fail(http.StatusConflict, "revision %d: NexoPipeline %s/%s puts %s in slot %s, which environment %s's NexoPipeline does not accept there (%s; it accepts %s); nothing was queued",
-					req.revision.Number, u.GetNamespace(), u.GetName(), ref.Kind, ref.Slot, env, bundle, orUnknown(strings.Join(accepted, ", ")))
+					req.revision.Number, u.GetNamespace(), u.GetName(), ref.Kind, ref.Slot, env, bundle, orElse(strings.Join(accepted, ", "), "unknown"))
 			}
 		}
 	}
 	return nil
 }
 
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
+// addReason appends text to the reason the request's allowed record gives.
+func addReason(r *http.Request, text string) {
+	if e := auditOf(r); e.reason == "" {
+		e.reason = text
+	} else {
+		e.reason += "; " + text
 	}
-	return s
 }

@@ -177,18 +177,27 @@ func (s *Server) changedSince(ctx context.Context, pr storage.PreviewRecord) (bo
 }
 
 // queueRevision queues a command of type kind (deploy or preview) carrying rev to env through
-// the stage: every namespace of the revision must be a namespace target the stage may deploy
-// to in env.
+// the stage.
 func (s *Server) queueRevision(r *http.Request, c authz.Caller, p stagePlan, env storage.Environment, rev storage.Revision, kind, via, promotionID string, override bool) (string, error) {
-	objs, err := revisionObjects(rev)
+	cmd, err := revisionCommand(rev, kind)
 	if err != nil {
 		return "", err
+	}
+	return s.queueRevisionCommand(r, c, p, env, rev, cmd, via, promotionID, override)
+}
+
+// revisionCommand is a command of type kind carrying rev's manifests into their namespaces;
+// one serves every environment of a promotion (place signs a copy per environment).
+func revisionCommand(rev storage.Revision, kind string) (protocol.Command, error) {
+	objs, err := revisionObjects(rev)
+	if err != nil {
+		return protocol.Command{}, err
 	}
 	cmd := protocol.Command{Type: kind}
 	for _, u := range objs {
 		raw, err := u.MarshalJSON()
 		if err != nil {
-			return "", err
+			return cmd, err
 		}
 		cmd.Manifests = append(cmd.Manifests, raw)
 		if !slices.Contains(cmd.Namespaces, u.GetNamespace()) {
@@ -196,6 +205,12 @@ func (s *Server) queueRevision(r *http.Request, c authz.Caller, p stagePlan, env
 		}
 	}
 	sort.Strings(cmd.Namespaces)
+	return cmd, nil
+}
+
+// queueRevisionCommand queues cmd (revisionCommand's) to env through the stage: every namespace
+// of the revision must be a namespace target the stage may deploy to in env.
+func (s *Server) queueRevisionCommand(r *http.Request, c authz.Caller, p stagePlan, env storage.Environment, rev storage.Revision, cmd protocol.Command, via, promotionID string, override bool) (string, error) {
 	for _, ns := range cmd.Namespaces {
 		if err := p.refuseNamespace(env.ID, ns); err != nil {
 			return "", fail(http.StatusConflict, "revision %d: %v; nothing was queued", rev.Number, err)
@@ -680,13 +695,17 @@ func (s *Server) queuePromotion(r *http.Request, c authz.Caller, p stagePlan, re
 	if err != nil {
 		return err
 	}
+	cmd, err := revisionCommand(rev, protocol.Deploy)
+	if err != nil {
+		return err
+	}
 	var queued []string
 	for _, envID := range p.eligibleEnvironments() {
 		env, err := s.cfg.Store.Environment(r.Context(), envID)
 		if err != nil {
 			return err
 		}
-		id, err := s.queueRevision(r, c, p, env, rev, protocol.Deploy, storage.ViaPromotion, rec.ID, false)
+		id, err := s.queueRevisionCommand(r, c, p, env, rev, cmd, storage.ViaPromotion, rec.ID, false)
 		if err != nil {
 			var ae *apiError
 			if errors.As(err, &ae) {

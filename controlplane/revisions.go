@@ -23,7 +23,6 @@ import (
 
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/signature"
-	"github.com/nexo-io/nexo-edge/contract/wire"
 	"github.com/nexo-io/nexo-edge/controlplane/authz"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 )
@@ -151,10 +150,7 @@ func revisionObject(i int, raw json.RawMessage) (*unstructured.Unstructured, err
 	}
 	unstructured.RemoveNestedField(u.Object, "status")
 	if ann := u.GetAnnotations(); signature.HasSignature(ann) {
-		for _, k := range []string{wire.SignatureAnnotation, wire.KeyIDAnnotation, wire.AudienceAnnotation, wire.RevisionAnnotation} {
-			delete(ann, k)
-		}
-		u.SetAnnotations(ann)
+		u.SetAnnotations(signature.WithoutSignature(ann))
 	}
 	return u, nil
 }

@@ -30,7 +30,7 @@ import (
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
 	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
-	"github.com/nexo-io/nexo-edge/contract/wire"
+	"github.com/nexo-io/nexo-edge/contract/signature"
 	"github.com/nexo-io/nexo-edge/controllers/render"
 )
 
@@ -171,15 +171,7 @@ func comparable(u *unstructured.Unstructured) map[string]any {
 		unstructured.RemoveNestedField(c.Object, "metadata", f)
 	}
 	unstructured.RemoveNestedField(c.Object, "status")
-	if ann := c.GetAnnotations(); ann != nil {
-		for _, k := range []string{wire.SignatureAnnotation, wire.KeyIDAnnotation, wire.AudienceAnnotation, wire.RevisionAnnotation} {
-			delete(ann, k)
-		}
-		if len(ann) == 0 {
-			ann = nil
-		}
-		c.SetAnnotations(ann)
-	}
+	c.SetAnnotations(signature.WithoutSignature(c.GetAnnotations()))
 	return c.Object
 }
 
@@ -293,14 +285,14 @@ func proxyPreview(ctx context.Context, read *reads, cand *candidate, after overl
 		return out, nil
 	}
 	out.After = render.Revision(newGraph)
-	switch newer := rendered(newGraph, opts.OperatorNamespace); {
+	switch newer := rendered(newGraph, out.After, opts.OperatorNamespace); {
 	case oldGraph == nil:
 		out.Outcome = protocol.ProxyRolls
 		if live != nil {
 			out.Why = "its current graph does not resolve, so it runs no rendering of this build yet"
 		}
 	default:
-		older := rendered(oldGraph, opts.OperatorNamespace)
+		older := rendered(oldGraph, render.Revision(oldGraph), opts.OperatorNamespace)
 		switch {
 		case !equality.Semantic.DeepEqual(newer.deployment.Spec.Template, older.deployment.Spec.Template):
 			out.Outcome = protocol.ProxyRolls
@@ -385,14 +377,15 @@ func resolve(p *nexov1alpha1.NexoProxy, get get, operatorNamespace string) (*ren
 	return g, refs, "", nil
 }
 
-// renderedProxy is the operator's rendering of a graph, Secret content held equal.
+// renderedProxy is what of the operator's rendering of a graph decides whether pods roll (the
+// Deployment) or the proxy changes without rolling (its Deployment's other fields, the
+// Service), Secret content held equal.
 type renderedProxy struct {
 	deployment *appsv1.Deployment
 	service    *corev1.Service
 }
 
-func rendered(g *render.Graph, operatorNamespace string) renderedProxy {
-	revision := render.Revision(g)
+func rendered(g *render.Graph, revision, operatorNamespace string) renderedProxy {
 	var pull []*corev1.Secret
 	for _, ps := range g.Profile.Spec.ImagePullSecrets {
 		s := &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson}
@@ -400,22 +393,16 @@ func rendered(g *render.Graph, operatorNamespace string) renderedProxy {
 		pull = append(pull, s)
 	}
 	in := render.Inputs{Revision: revision, ConfigHash: render.ConfigHash(render.ConfigData(g, revision), nil), PullSecrets: pull}
-	var out renderedProxy
-	for _, k := range render.Children {
-		for _, obj := range k.Render(g, in) {
-			switch o := obj.(type) {
-			case *appsv1.Deployment:
-				out.deployment = o
-			case *corev1.Service:
-				out.service = o
-			}
+	out := renderedProxy{deployment: &appsv1.Deployment{}, service: &corev1.Service{}}
+	for _, obj := range render.DeploymentChild.Render(g, in) {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			out.deployment = d
 		}
 	}
-	if out.deployment == nil {
-		out.deployment = &appsv1.Deployment{}
-	}
-	if out.service == nil {
-		out.service = &corev1.Service{}
+	for _, obj := range render.ServiceChild.Render(g, in) {
+		if svc, ok := obj.(*corev1.Service); ok {
+			out.service = svc
+		}
 	}
 	return out
 }

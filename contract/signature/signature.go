@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -61,14 +62,32 @@ func IsManaged(labels, annotations map[string]string) bool {
 	return labels[wire.ManagedByLabel] == wire.ManagedByControlPlane || HasSignature(annotations)
 }
 
+// Annotations are the annotations a signature writes.
+var Annotations = []string{wire.SignatureAnnotation, wire.KeyIDAnnotation, wire.AudienceAnnotation, wire.RevisionAnnotation}
+
 // HasSignature reports whether any signature annotation is present.
 func HasSignature(annotations map[string]string) bool {
-	for _, k := range []string{wire.SignatureAnnotation, wire.KeyIDAnnotation, wire.AudienceAnnotation, wire.RevisionAnnotation} {
+	for _, k := range Annotations {
 		if _, ok := annotations[k]; ok {
 			return true
 		}
 	}
 	return false
+}
+
+// WithoutSignature returns annotations without the signature's (nil when none are left): what
+// an author wrote, which every deploy signs afresh.
+func WithoutSignature(annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		if !slices.Contains(Annotations, k) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Claims are what a signature binds beside the object's identity and spec.
