@@ -13,31 +13,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
-	"github.com/nexo-io/nexo-edge/catalog"
 	"github.com/nexo-io/nexo-edge/contract/protocol"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // resourceVersions are the resourceVersions of every Nexo object and Deployment in shop.
 func resourceVersions(t *testing.T) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	for _, k := range catalog.Kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion(catalog.Group + "/" + catalog.Version)
-		list.SetKind(k.Kind + "List")
-		if err := k8s.List(context.Background(), list, client.InNamespace("shop")); err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range list.Items {
-			out[k.Kind+"/"+u.GetName()] = u.GetResourceVersion()
-		}
-	}
-	deps := &appsv1.DeploymentList{}
-	if err := k8s.List(context.Background(), deps, client.InNamespace("shop")); err != nil {
+	out, err := testcluster.ResourceVersions(context.Background(), k8s, "shop", &appsv1.DeploymentList{})
+	if err != nil {
 		t.Fatal(err)
-	}
-	for _, d := range deps.Items {
-		out["Deployment/"+d.Name] = d.ResourceVersion
 	}
 	return out
 }

@@ -72,15 +72,9 @@ func TestDiff(t *testing.T) {
 		setReady(t, k8s, obj, metav1.ConditionTrue, "Valid")
 	}
 	versions := func() map[string]string {
-		out := map[string]string{}
-		for _, k := range catalog.Kinds {
-			list := &unstructured.UnstructuredList{}
-			list.SetAPIVersion("nexo.io/v1alpha1")
-			list.SetKind(k.Kind + "List")
-			_ = k8s.List(ctx, list, client.InNamespace("shop"))
-			for _, u := range list.Items {
-				out[k.Kind+"/"+u.GetName()] = u.GetResourceVersion()
-			}
+		out, err := testcluster.ResourceVersions(ctx, k8s, "shop")
+		if err != nil {
+			t.Fatal(err)
 		}
 		return out
 	}

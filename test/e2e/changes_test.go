@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nexov1alpha1 "github.com/nexo-io/nexo-edge/api/v1alpha1"
@@ -27,6 +26,7 @@ import (
 	"github.com/nexo-io/nexo-edge/controlplane"
 	"github.com/nexo-io/nexo-edge/controlplane/storage"
 	"github.com/nexo-io/nexo-edge/test/framework/reliabilityreport"
+	"github.com/nexo-io/nexo-edge/test/framework/testcluster"
 )
 
 // changeFlow is what the change-management steps share with the hosted path: the Control
@@ -132,28 +132,9 @@ func proxyStates(t *testing.T) map[string]proxyState {
 // shop: a preview must leave all of them as they are.
 func resourceVersions(t *testing.T) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	out := map[string]string{}
-	for _, k := range catalog.Kinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion(catalog.Group + "/" + catalog.Version)
-		list.SetKind(k.Kind + "List")
-		if err := k8s.List(ctx, list, client.InNamespace("shop")); err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range list.Items {
-			out[k.Kind+"/"+u.GetName()] = u.GetResourceVersion()
-		}
-	}
-	deps := &appsv1.DeploymentList{}
-	cms := &corev1.ConfigMapList{}
-	_ = k8s.List(ctx, deps, client.InNamespace("shop"))
-	_ = k8s.List(ctx, cms, client.InNamespace("shop"))
-	for _, d := range deps.Items {
-		out["Deployment/"+d.Name] = d.ResourceVersion
-	}
-	for _, c := range cms.Items {
-		out["ConfigMap/"+c.Name] = c.ResourceVersion
+	out, err := testcluster.ResourceVersions(context.Background(), k8s, "shop", &appsv1.DeploymentList{}, &corev1.ConfigMapList{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
