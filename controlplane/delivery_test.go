@@ -281,14 +281,15 @@ func TestInstallCommand(t *testing.T) {
 	if code := c.do("GET", "/admin/environments/"+env.ID+"/install", admin, nil, &ic); code != 200 {
 		t.Fatalf("install command: %d", code)
 	}
-	for _, want := range []string{"--version " + catalog.BuildVersion, "--token-file ./connect-token", "--control-plane-url https://cp.example.com", "environmentID=" + env.ID} {
+	// The environment id goes as a string: an id of digits would be a number to --set.
+	for _, want := range []string{"--version " + catalog.BuildVersion, "--token-file ./connect-token", "--control-plane-url https://cp.example.com", "--set-string environmentID=" + env.ID} {
 		if !strings.Contains(ic.Nexoctl, want) {
 			t.Errorf("nexoctl command %q lacks %q", ic.Nexoctl, want)
 		}
 	}
 	// Every path is pinned to this version: the released chart, the release's kustomize entry
 	// point (releases/<version>, never changed once released), the starting CSV (below).
-	for _, want := range []string{catalog.ChartReference + " --version " + catalog.BuildVersion, "environmentID=" + env.ID, "manager.controlPlaneURL=https://cp.example.com"} {
+	for _, want := range []string{catalog.ChartReference + " --version " + catalog.BuildVersion, "--set-string environmentID=" + env.ID, "manager.controlPlaneURL=https://cp.example.com"} {
 		if !strings.Contains(ic.Helm, want) {
 			t.Errorf("helm command %q lacks %q", ic.Helm, want)
 		}

@@ -64,9 +64,9 @@ func Install(envID, controlPlaneURL string) (InstallCommand, error) {
 	tokenSecret := fmt.Sprintf("kubectl -n %s create secret generic nexo-connect-token --from-file=token=%s", ns, tokenFile)
 	return InstallCommand{
 		Environment: envID, Version: version, ControlPlaneURL: controlPlaneURL,
-		Nexoctl: fmt.Sprintf("nexoctl install --version %s --token-file %s --control-plane-url %s --set environmentID=%s",
+		Nexoctl: fmt.Sprintf("nexoctl install --version %s --token-file %s --control-plane-url %s --set-string environmentID=%s",
 			version, tokenFile, controlPlaneURL, envID),
-		Helm: fmt.Sprintf("helm upgrade --install nexo-edge %s --version %s --namespace %s --set environmentID=%s --set manager.controlPlaneURL=%s",
+		Helm: fmt.Sprintf("helm upgrade --install nexo-edge %s --version %s --namespace %s --set-string environmentID=%s --set manager.controlPlaneURL=%s",
 			catalog.ChartReference, version, ns, envID, controlPlaneURL),
 		HelmValues:      map[string]any{"environmentID": envID, "manager": map[string]any{"controlPlaneURL": controlPlaneURL}},
 		HelmTokenSecret: fmt.Sprintf("kubectl create namespace %s && %s", ns, tokenSecret),

@@ -178,6 +178,7 @@ Re-running is safe.`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the connect token from the Control Plane (- reads stdin)")
 	f.StringSliceVarP(&valueOpts.ValueFiles, "values", "f", nil, "Helm values files")
 	f.StringArrayVar(&valueOpts.Values, "set", nil, "Helm values on the command line (key=value)")
+	f.StringArrayVar(&valueOpts.StringValues, "set-string", nil, "Helm values on the command line, always strings (key=value): an environment id of digits stays a string")
 	f.StringVar(&version, "version", "", "the bundle version to install (the Control Plane's install command pins it): refused unless it is this nexoctl's own")
 	f.StringVar(&controlPlaneURL, "control-plane-url", "", "the Control Plane URL from its install command (sets manager.controlPlaneURL; there is no default)")
 	f.StringArrayVar(&registryArgs, "registry-secret", nil, "NAME=FILE: create or update a registry credential Secret (type kubernetes.io/dockerconfigjson, FILE is a .dockerconfigjson) that NexoDeploymentProfiles may name in imagePullSecrets; repeatable. Only Secrets marked this way are ever copied into proxy namespaces")

@@ -17,7 +17,7 @@ import (
 
 // installConfig is what an OLM installation's ConfigMap (wire.InstallConfigMap) gets from the
 // command line: the Control Plane URL (--control-plane-url, "" when not given) and the
-// environment id (--set environmentID, else the connect token's).
+// environment id (--set-string environmentID, else the connect token's).
 type installConfig struct {
 	controlPlaneURL, environmentID string
 }
@@ -39,7 +39,7 @@ func checkSubscription(ctx context.Context, c client.Client, ns string, want ins
 		return cliopts.Fail(cliopts.ExitCannot, "read the Subscriptions in %s: %s", ns, apierrors.ReasonForError(err))
 	}
 	given := map[string]string{wire.ConfigControlPlane: want.controlPlaneURL, wire.ConfigEnvironmentID: want.environmentID}
-	flags := map[string]string{wire.ConfigControlPlane: "--control-plane-url", wire.ConfigEnvironmentID: "the connect token's environment (or --set environmentID)"}
+	flags := map[string]string{wire.ConfigControlPlane: "--control-plane-url", wire.ConfigEnvironmentID: "the connect token's environment (or --set-string environmentID)"}
 	for _, sub := range subs.Items {
 		if pkg, _, _ := unstructured.NestedString(sub.Object, "spec", "name"); pkg != "nexo-operator" {
 			continue
