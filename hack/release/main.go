@@ -10,6 +10,8 @@
 //
 //	go run ./hack/release registry -addr 127.0.0.1:5000
 //
+//	go run ./hack/release compile
+//
 // images builds the operator, Manager and reference Control Plane for linux/amd64 and
 // linux/arm64 with go-containerregistry (no container runtime) into one OCI image layout. Two
 // builds of the same commit give the same digests: every timestamp is the commit's, the tar
@@ -25,6 +27,10 @@
 // (release.go), and publishes the catalog image (catalogimage.go). catalog publishes the catalog
 // image of the newest release alone (again, for one cut elsewhere). -push-to sends the pushes
 // to a loopback registry standing in for REGISTRY; registry serves one (in memory).
+//
+// compile cross-compiles every binary a release ships, for every platform it ships on, with the
+// release's flags, and throws the binaries away: it fills the Go build cache, so that a later
+// release, or make test-release, only links. CI runs it in the background (hack/prebuild.sh).
 package main
 
 import (
@@ -39,12 +45,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE] | release -version V -registry HOST/PATH [-push-to ADDR] | catalog [-registry HOST/PATH] [-push-to ADDR] | registry -addr ADDR")
+		fmt.Fprintln(os.Stderr, "usage: release images [-out DIR] | publish-images -version V -registry HOST/PATH [-out FILE] | release -version V -registry HOST/PATH [-push-to ADDR] | catalog [-registry HOST/PATH] [-push-to ADDR] | registry -addr ADDR | compile")
 		os.Exit(2)
 	}
 	var err error
@@ -59,8 +66,10 @@ func main() {
 		err = catalogCmd(os.Args[2:])
 	case "registry":
 		err = registryCmd(os.Args[2:])
+	case "compile":
+		err = compileCmd()
 	default:
-		err = fmt.Errorf("unknown command %q (want images, publish-images, release, catalog or registry)", os.Args[1])
+		err = fmt.Errorf("unknown command %q (want images, publish-images, release, catalog, registry or compile)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -213,6 +222,43 @@ func catalogCmd(args []string) error {
 	}
 	fmt.Println(pub.Reference)
 	fmt.Println("recorded in releases/*/" + catalogRecord + "; run make bundle so olm/subscribe.yaml names it")
+	return nil
+}
+
+// compileCmd builds each image binary for every image platform and nexoctl for every CLI
+// platform into a scratch folder, and removes it.
+func compileCmd() error {
+	repo, work, done, err := workspace()
+	if err != nil {
+		return err
+	}
+	defer done()
+	s, err := sourceOf(repo, false)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	build := func(name string, p v1.Platform) error {
+		t := time.Now()
+		if err := compileBinary(repo, name, p, s, filepath.Join(work, name+"-"+p.OS+"-"+p.Architecture)); err != nil {
+			return err
+		}
+		fmt.Printf("compiled %s for %s/%s in %s\n", name, p.OS, p.Architecture, time.Since(t).Round(time.Second))
+		return nil
+	}
+	for _, p := range platforms {
+		for _, b := range binaries {
+			if err := build(b.Name, p); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range cliPlatforms {
+		if err := build("nexoctl", p); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("compiled every release binary in %s\n", time.Since(start).Round(time.Second))
 	return nil
 }
 

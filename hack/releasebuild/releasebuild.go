@@ -177,7 +177,9 @@ func buildFromSource(root string, rec Record, dir string, names ...string) (map[
 	out := map[string]string{}
 	for _, name := range names {
 		bin := filepath.Join(dir, name+"-"+version)
-		cmd := exec.Command("go", "build", "-ldflags", buildinfo.LinkFlags(stamp, rec.Commit[:12]), "-o", bin, "./cmd/"+name)
+		// -trimpath, as the Makefile builds: the release's dependencies are this commit's at the
+		// same versions mostly, and the build cache then holds them once.
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", buildinfo.LinkFlags(stamp, rec.Commit[:12]), "-o", bin, "./cmd/"+name)
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
 		if b, err := cmd.CombinedOutput(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -89,10 +90,44 @@ func BinDir() string {
 	return filepath.Join(RepoRoot(), "bin")
 }
 
-// RepoRoot is the repository's top folder, found from this source file.
+// modulePath is the module whose go.mod marks the repository's top folder.
+const modulePath = "github.com/nexo-io/nexo-edge"
+
+// RepoRoot is the repository's top folder: the nearest folder at or above the working directory
+// whose go.mod declares this module (go test runs a package's tests in its folder), else the one
+// this source file was compiled from. The working directory comes first because a build with
+// -trimpath, as CI's (docs/development.md, "CI time"), records no source folder.
 func RepoRoot() string {
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if declaresModule(filepath.Join(dir, "go.mod")) {
+				return dir
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
+	if !filepath.IsAbs(file) {
+		panic(fmt.Sprintf("testcluster: no go.mod of %s at or above the working directory, and this binary was built with -trimpath: run it from inside the repository", modulePath))
+	}
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// declaresModule reports whether the go.mod at path declares modulePath (the tools modules under
+// hack/tools declare their own).
+func declaresModule(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == modulePath
+		}
+	}
+	return false
 }
 
 // CRDDir is the folder of the generated CRDs.
