@@ -5,10 +5,12 @@ SHELL := /usr/bin/env bash
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
-# -trimpath keys the Go build cache by module and version instead of by folder: a second clone
-# (CI's) finds this module's packages compiled, and the tests, the release builds, 0.2.0's build
-# from source and the cluster tools share what they have in common (docs/development.md, "CI time").
+# -trimpath keys the Go build cache by module and version instead of by folder, and cgo is off as
+# in the release builds: a second clone (CI's) finds this module's packages compiled, and the
+# tests, the linux/amd64 release build, 0.2.0's build from source and the cluster tools compile
+# what they share once (docs/development.md, "CI time"). Only the race detector needs cgo.
 export GOFLAGS := -buildvcs=false -trimpath
+export CGO_ENABLED := 0
 # The Manager reports "<version>+<stamp>-<commit>" (a build id such as "0.2.0+20260613.371-384b887").
 BUILD_STAMP ?= $(shell date -u +%Y%m%d.%H%M)
 BUILD_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
@@ -113,7 +115,7 @@ chart-lint: cluster-tools ## helm lint --strict and helm template of the chart f
 .PHONY: test
 test: cluster-tools chart-lint ## Run every test against a real API server (builds the cluster binaries on first use); the fault suites are make test-reliability's.
 	NEXO_TEST_BIN=$(BIN) go test -count=1 -timeout 30m $$(go list ./... | grep -v -e /test/reliability -e /test/olm -e /hack/release)
-	go test -count=1 -race -timeout 10m ./controlplane/... # concurrent deploys against one entitlement, under the race detector
+	CGO_ENABLED=1 go test -count=1 -race -timeout 10m ./controlplane/... # concurrent deploys against one entitlement, under the race detector
 
 .PHONY: test-release
 test-release: ## Build images twice (reproducible), publish one to an in-process registry and pull it back (hack/release); apart from make test, as it cross-compiles.
@@ -139,6 +141,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (CI: 5s; longer by hand, e.g. F
 	  go test ./$$pkg/ -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) 2>&1 | grep -v '^fuzz: elapsed' | tail -3; \
 	  test $${PIPESTATUS[0]} -eq 0; \
 	done
+
+.PHONY: align-tools
+align-tools: ## Raise the modules the Kubernetes and Helm tools modules share with the product to the product's versions (after a dependency change), so the build cache holds them once.
+	hack/align-tools.sh
 
 .PHONY: prebuild
 prebuild: ## Compile what test-release, test-olm and test-reliability build (and make test's -race run), filling the build caches; .ci/run runs it in the background at the lowest priority.

@@ -36,7 +36,7 @@ run() {
   done
 }
 
-stage_race() { go test -race -c -o "$1/race/" ./controlplane/...; }
+stage_race() { CGO_ENABLED=1 go test -race -c -o "$1/race/" ./controlplane/...; }
 stage_release() { go run ./hack/release compile; }
 stage_olm() { "${OLM_TOOLS:?set by make prebuild}/build.sh"; }
 stage_fuzz() {
