@@ -60,6 +60,9 @@ fuzzcache=$(go env GOCACHE)/fuzz
 fuzzbin="$PWD/$out/fuzz-bin"
 rm -rf "$fuzzbin" && mkdir -p "$fuzzbin"
 binof() { echo "$fuzzbin/${1//\//-}-$2.test"; }
+# CI compiles them in the background meanwhile (hack/prebuild.sh, while the fault suites above
+# wait on their processes); without a background build this returns at once.
+hack/prebuild.sh wait fuzz
 printf '\n==> building the fuzz targets (%s)\n' "$(echo ${FUZZ_TARGETS:?set by make test-reliability} | wc -w)"
 fuzzstart=$SECONDS
 running=0

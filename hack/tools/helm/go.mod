@@ -1,4 +1,5 @@
-// Module helm pins the Helm CLI used to lint and template the chart in tests.
+// Module helm pins the Helm CLI used to lint and template the chart in tests. The modules it
+// shares with the product are at the product's versions (make align-tools).
 module github.com/nexo-io/nexo-edge/hack/tools/helm
 
 go 1.26.0

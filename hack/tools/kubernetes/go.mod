@@ -1,5 +1,6 @@
-// Module tools pins the Kubernetes control-plane binaries used by the test cluster.
-// It is kept apart from the product's go.mod on purpose (see hack/README.md).
+// Module kubernetes pins the Kubernetes control-plane binaries used by the test cluster.
+// It is kept apart from the product's go.mod on purpose (docs/design.md, "Test cluster"); the
+// modules it shares with the product are at the product's versions (make align-tools).
 module github.com/nexo-io/nexo-edge/hack/tools/kubernetes
 
 go 1.26.0
