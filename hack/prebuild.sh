@@ -51,7 +51,8 @@ wait_for() {
   [[ " ${stages[*]} " == *" $stage "* ]] || { echo "hack/prebuild.sh: no stage $stage (${stages[*]})" >&2; exit 2; }
   [[ -e "$dir/started" ]] || return 0
   until [[ -e "$dir/$stage.done" || -e "$dir/$stage.failed" ]]; do
-    if ! kill -0 "$(cat "$dir/started")" 2> /dev/null; then
+    # The run's pid, as long as it is still this script (a pid is reused once it ends).
+    if ! grep -qs prebuild.sh "/proc/$(cat "$dir/started")/cmdline"; then
       echo "prebuild: the background build ended before its $stage stage; the step builds it"
       return 0
     fi
