@@ -23,7 +23,7 @@ stages=(race release olm fuzz)
 
 run() {
   rm -rf "$dir" && mkdir -p "$dir"
-  local scratch; scratch=$(mktemp -d)
+  scratch=$(mktemp -d) # global: the EXIT trap runs after run returns
   trap 'rm -rf "$scratch"' EXIT
   echo $$ > "$dir/started"
   for stage in "${stages[@]}"; do
